@@ -1,0 +1,2 @@
+//! tickless (work in progress)
+mod wheel;

@@ -1,0 +1,319 @@
+//! Unit tests of the wheel, and the property test against a `BTreeMap` oracle.
+
+use super::*;
+use proptest::prelude::*;
+use std::collections::{BTreeMap, BTreeSet};
+
+fn drain_ready<T>(wheel: &mut Wheel<T>) -> Vec<usize> {
+    std::iter::from_fn(|| wheel.pop_ready().map(|(key, _)| key)).collect()
+}
+
+#[test]
+fn worked_example_from_the_module_docs() {
+    let mut wheel = Wheel::new(64);
+    let (key, placed) = wheel.insert(5000, ());
+    assert_eq!(
+        placed,
+        Placed::Pending {
+            queued: Some(4096)
+        }
+    );
+    assert_eq!(wheel.levels(), 3);
+    assert_eq!(wheel.next_expiration(), Some(4096));
+
+    wheel.advance(4096);
+    assert_eq!(wheel.next_expiration(), Some(4992));
+    wheel.advance(4992);
+    assert_eq!(wheel.next_expiration(), Some(5000));
+    assert!(!wheel.has_fired(key));
+    wheel.advance(4999);
+    assert!(!wheel.has_fired(key), "never early");
+    wheel.advance(5000);
+    assert!(wheel.has_fired(key));
+    assert_eq!(drain_ready(&mut wheel), [key]);
+    assert_eq!(wheel.next_expiration(), None);
+    let counters = wheel.counters();
+    assert_eq!(counters.buckets_flushed, 3);
+    assert_eq!(counters.entries_demoted, 2);
+    assert_eq!(counters.entries_fired, 1);
+    wheel.check_invariants();
+}
+
+#[test]
+fn late_advance_demotes_straight_to_the_right_level() {
+    let mut wheel = Wheel::new(64);
+    wheel.insert(5000, ());
+    wheel.advance(4999);
+    assert_eq!(wheel.next_expiration(), Some(5000));
+    assert_eq!(wheel.counters().entries_demoted, 1);
+    wheel.check_invariants();
+}
+
+#[test]
+fn due_deadline_goes_straight_to_ready() {
+    let mut wheel = Wheel::new(4);
+    wheel.advance(10);
+    for deadline in [0, 9, 10] {
+        let (key, placed) = wheel.insert(deadline, ());
+        assert_eq!(placed, Placed::Ready);
+        assert!(wheel.has_fired(key));
+    }
+    assert_eq!(wheel.next_expiration(), None);
+    assert_eq!(drain_ready(&mut wheel).len(), 3);
+    wheel.check_invariants();
+}
+
+#[test]
+fn bucket_is_queued_once_however_many_entries_churn() {
+    let mut wheel = Wheel::new(64);
+    let (first, placed) = wheel.insert(10_000, ());
+    assert!(matches!(placed, Placed::Pending { queued: Some(_) }));
+    for _ in 0..1000 {
+        let (key, placed) = wheel.insert(10_000, ());
+        assert_eq!(placed, Placed::Pending { queued: None });
+        wheel.try_remove(key);
+    }
+    wheel.try_remove(first);
+    // The emptied bucket still has its one queue item; it is dropped at the head.
+    assert_eq!(wheel.queue.items().count(), 1);
+    let (_, placed) = wheel.insert(10_000, ());
+    assert_eq!(placed, Placed::Pending { queued: None });
+    wheel.check_invariants();
+}
+
+#[test]
+fn emptied_bucket_is_skipped_by_next_expiration() {
+    let mut wheel = Wheel::new(64);
+    let (near, _) = wheel.insert(10, ());
+    wheel.insert(50, ());
+    wheel.try_remove(near);
+    assert_eq!(wheel.next_expiration(), Some(50));
+    assert_eq!(wheel.queue.items().count(), 1);
+    wheel.check_invariants();
+}
+
+#[test]
+fn remove_frees_the_slot_in_every_state() {
+    let mut wheel = Wheel::new(8);
+    let (pending, _) = wheel.insert(100, 'p');
+    let (ready, _) = wheel.insert(1, 'r');
+    let (fired, _) = wheel.insert(2, 'f');
+    wheel.advance(2);
+    assert_eq!(wheel.pop_ready().map(|(key, _)| key), Some(ready));
+    assert_eq!(wheel.try_remove(fired), Some('f'));
+    assert_eq!(wheel.try_remove(ready), Some('r'));
+    assert_eq!(wheel.try_remove(pending), Some('p'));
+    assert_eq!(wheel.try_remove(pending), None);
+    assert_eq!(wheel.len(), 0);
+    assert_eq!(drain_ready(&mut wheel), Vec::<usize>::new());
+    wheel.check_invariants();
+}
+
+#[test]
+fn reset_moves_earlier_later_and_back_from_fired() {
+    let mut wheel = Wheel::new(4);
+    let (key, _) = wheel.insert(100, ());
+    assert!(matches!(wheel.reset(key, 3), Placed::Pending { .. }));
+    wheel.check_invariants();
+    wheel.advance(3);
+    assert_eq!(drain_ready(&mut wheel), [key]);
+    assert!(matches!(wheel.reset(key, 1_000), Placed::Pending { .. }));
+    assert!(!wheel.has_fired(key));
+    wheel.check_invariants();
+    assert_eq!(wheel.reset(key, 2), Placed::Ready);
+    wheel.check_invariants();
+}
+
+#[test]
+fn u64_max_deadline_fits_and_fires_only_at_u64_max() {
+    for size in [2, 4, 64, 1 << 16] {
+        let mut wheel = Wheel::new(size);
+        let (key, _) = wheel.insert(u64::MAX, ());
+        assert_eq!(wheel.levels(), level::max_levels(wheel.shift));
+        wheel.advance(u64::MAX - 1);
+        assert!(!wheel.has_fired(key));
+        wheel.check_invariants();
+        wheel.advance(u64::MAX);
+        assert!(wheel.has_fired(key), "size {size}");
+        wheel.check_invariants();
+    }
+}
+
+#[test]
+fn wakeups_follow_non_empty_buckets_not_ticks() {
+    // One timer at 10 and one at 3,600,000 (1 h of 1 ms ticks): a handful of advances.
+    let mut wheel = Wheel::new(64);
+    wheel.insert(10, ());
+    wheel.insert(3_600_000, ());
+    let mut advances = 0;
+    while let Some(next) = wheel.next_expiration() {
+        wheel.advance(next);
+        advances += 1;
+    }
+    assert_eq!(wheel.counters().entries_fired, 2);
+    assert!(advances <= 6, "{advances} advances");
+}
+
+#[test]
+#[should_panic(expected = "power of two")]
+fn wheel_size_must_be_a_power_of_two() {
+    Wheel::<()>::new(48);
+}
+
+// ---- property test against an oracle --------------------------------------------------
+
+#[derive(Clone, Debug)]
+enum Op {
+    /// Insert at `elapsed + delta`.
+    Insert(u64),
+    /// Cancel the `n % len`-th live timer.
+    Cancel(usize),
+    /// Reset the `n % len`-th live timer to `elapsed + delta`.
+    Reset(usize, u64),
+    /// Advance by `delta`.
+    Advance(u64),
+    /// Advance to the next expiration, as the driver does.
+    AdvanceToNext,
+}
+
+/// Deltas from "now" to a few ticks, to far enough for 5+ levels, to the top of `u64`.
+fn delta() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        4 => 0..8_u64,
+        4 => 0..300_u64,
+        2 => 0..100_000_u64,
+        1 => 0..(1_u64 << 40),
+        1 => Just(u64::MAX),
+    ]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => delta().prop_map(Op::Insert),
+        2 => any::<usize>().prop_map(Op::Cancel),
+        1 => (any::<usize>(), delta()).prop_map(|(n, d)| Op::Reset(n, d)),
+        3 => delta().prop_map(Op::Advance),
+        2 => Just(Op::AdvanceToNext),
+    ]
+}
+
+/// Runs `ops` on a wheel and on a `BTreeMap` of deadlines and compares them at every step.
+fn check_against_oracle(wheel_size: usize, ops: &[Op]) {
+    let mut wheel = Wheel::new(wheel_size);
+    // key -> deadline of every entry not yet fired.
+    let mut pending: BTreeMap<usize, u64> = BTreeMap::new();
+    let mut fired: BTreeSet<usize> = BTreeSet::new();
+    let mut now = 0_u64;
+    for op in ops {
+        match *op {
+            Op::Insert(delta) => {
+                let deadline = now.saturating_add(delta);
+                let (key, placed) = wheel.insert(deadline, deadline);
+                assert_eq!(placed == Placed::Ready, deadline <= now);
+                if placed == Placed::Ready {
+                    fired.insert(key);
+                } else {
+                    pending.insert(key, deadline);
+                }
+            }
+            Op::Cancel(n) => {
+                let live: Vec<usize> = pending.keys().chain(&fired).copied().collect();
+                if let Some(&key) = live.get(n % live.len().max(1)) {
+                    assert!(wheel.try_remove(key).is_some());
+                    pending.remove(&key);
+                    fired.remove(&key);
+                }
+            }
+            Op::Reset(n, delta) => {
+                let live: Vec<usize> = pending.keys().chain(&fired).copied().collect();
+                if let Some(&key) = live.get(n % live.len().max(1)) {
+                    let deadline = now.saturating_add(delta);
+                    *wheel.value_mut(key) = deadline;
+                    pending.remove(&key);
+                    fired.remove(&key);
+                    if wheel.reset(key, deadline) == Placed::Ready {
+                        fired.insert(key);
+                    } else {
+                        pending.insert(key, deadline);
+                    }
+                }
+            }
+            Op::Advance(delta) => {
+                now = now.saturating_add(delta);
+                wheel.advance(now);
+            }
+            Op::AdvanceToNext => {
+                let next = wheel.next_expiration();
+                let earliest = pending.values().min().copied();
+                // The head bucket never expires after the earliest pending deadline.
+                assert_eq!(next.is_some(), earliest.is_some());
+                if let (Some(next), Some(earliest)) = (next, earliest) {
+                    assert!(next <= earliest, "next {next} after earliest {earliest}");
+                    now = next;
+                    wheel.advance(now);
+                }
+            }
+        }
+        // The oracle's due set moves to fired; the wheel must have fired exactly those.
+        let due: Vec<usize> = pending
+            .iter()
+            .filter(|&(_, &deadline)| deadline <= now)
+            .map(|(&key, _)| key)
+            .collect();
+        for key in due {
+            pending.remove(&key);
+            fired.insert(key);
+        }
+        for (&key, &deadline) in &pending {
+            assert!(!wheel.has_fired(key), "{key} fired before {deadline} at {now}");
+        }
+        for &key in &fired {
+            assert!(wheel.has_fired(key), "{key} due at {now} but not fired");
+            assert!(*wheel.value_mut(key) <= now);
+        }
+        assert_eq!(wheel.len(), pending.len() + fired.len(), "entry lost");
+        wheel.check_invariants();
+        // Hand out the ready list now and then, as the driver does.
+        if now % 3 == 0 {
+            drain_ready(&mut wheel);
+        }
+    }
+}
+
+fn cases() -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|cases| cases.parse().ok())
+        .unwrap_or(4_000)
+}
+
+proptest! {
+    // Three wheel sizes of 4,000 cases each: 12,000 cases per run.
+    #![proptest_config(ProptestConfig::with_cases(cases()))]
+
+    #[test]
+    fn size_2_matches_oracle(ops in proptest::collection::vec(op(), 1..120)) {
+        check_against_oracle(2, &ops);
+    }
+
+    #[test]
+    fn size_4_matches_oracle(ops in proptest::collection::vec(op(), 1..120)) {
+        check_against_oracle(4, &ops);
+    }
+
+    #[test]
+    fn size_64_matches_oracle(ops in proptest::collection::vec(op(), 1..120)) {
+        check_against_oracle(64, &ops);
+    }
+}
+
+/// The generator does reach deep levels: deadlines 2^40 ticks ahead on a wheel of 4 need
+/// 20+ levels, and on a wheel of 64, 7.
+#[test]
+fn far_deadlines_build_five_or_more_levels() {
+    for size in [2, 4, 64] {
+        let mut wheel = Wheel::new(size);
+        wheel.insert(1 << 39, 0);
+        assert!(wheel.levels() >= 5, "size {size}: {} levels", wheel.levels());
+    }
+}
