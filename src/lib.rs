@@ -1,2 +1,51 @@
-//! tickless (work in progress)
+//! An async timer on a Kafka-style hierarchical timing wheel.
+//!
+//! `tickless` has the names and meaning of [`tokio::time`]: [`sleep`], [`sleep_until`],
+//! [`timeout`], [`timeout_at`], [`Sleep`], [`Timeout`], [`error::Elapsed`], [`Instant`].
+//! Underneath is one timing wheel whose driver sleeps until the next *non-empty* bucket
+//! expires and never ticks through empty ones:
+//!
+//! - timers live in a slab; each bucket is a linked list through slab keys, so registering
+//!   and cancelling are O(1) and allocate nothing;
+//! - levels of coarser buckets are added only when a deadline needs them, so any deadline,
+//!   up to `Duration::MAX`, fits;
+//! - a queue of non-empty buckets tells the driver when to wake: one timer at 10 ms and one
+//!   at an hour cost a handful of wakeups, not 3.6 million ticks;
+//! - the clock is tokio's, so `tokio::time::pause`, `advance` and
+//!   `#[tokio::test(start_paused = true)]` drive it;
+//! - [`Sleep`] is `Unpin` and 32 bytes.
+//!
+//! # Which timer
+//!
+//! The free functions use [`Timer::current`]: an [entered](Timer::enter) timer, else the
+//! current tokio runtime's default timer (driven by a task on that runtime), else a
+//! process-wide timer driven by a thread of its own, so they work with no setup inside
+//! `#[tokio::main]`, `#[tokio::test]` and `futures::executor::block_on` alike. Build a
+//! [`Timer`] to choose the tick, the wheel size or the [`Driver`].
+//!
+//! # Examples
+//!
+//! ```
+//! use std::time::Duration;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! tickless::sleep(Duration::from_millis(10)).await;
+//!
+//! let result = tickless::timeout(Duration::from_millis(10), async { "done" }).await;
+//! assert_eq!(result, Ok("done"));
+//! # }
+//! ```
+#![deny(missing_docs, unsafe_code, unsafe_op_in_unsafe_fn)]
+#![warn(missing_debug_implementations, rust_2018_idioms)]
+
+mod driver;
+mod time;
+mod timer;
 mod wheel;
+
+pub use time::error;
+pub use time::{sleep, sleep_until, timeout, timeout_at, Sleep, Timeout};
+pub use timer::{BuildError, Builder, Driver, EnterGuard, Stats, Timer, MAX_WHEEL_SIZE};
+/// tokio's `Instant`, so a paused tokio clock is the timer's clock too.
+pub use tokio::time::Instant;

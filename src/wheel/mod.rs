@@ -150,13 +150,9 @@ impl<T> Wheel<T> {
     }
 
     fn add_level(&mut self) {
+        debug_assert!(self.levels() < level::max_levels(self.shift), "level past u64");
         let size = self.wheel_size();
         self.buckets.resize_with(self.buckets.len() + size, Bucket::default);
-    }
-
-    /// The wheel's time: the tick it was last advanced to.
-    pub(crate) fn elapsed_tick(&self) -> u64 {
-        self.elapsed_tick
     }
 
     /// Entries held, pending or fired.
@@ -222,6 +218,13 @@ impl<T> Wheel<T> {
     /// If `key` holds nothing.
     pub(crate) fn value_mut(&mut self, key: usize) -> &mut T {
         &mut self.entries[key].value
+    }
+
+    /// Calls `f` with every entry's value, pending or fired.
+    pub(crate) fn for_each_value(&mut self, mut f: impl FnMut(&mut T)) {
+        for (_, entry) in self.entries.iter_mut() {
+            f(&mut entry.value);
+        }
     }
 
     /// Takes the oldest entry of the ready list and marks it fired. The entry stays in the

@@ -1,0 +1,146 @@
+//! The one place where time is converted: `Instant`s to wheel ticks and back.
+//!
+//! Ticks count `tick`-long steps from the timer's origin. A deadline becomes a tick by
+//! rounding **up** and "now" by rounding **down**, so an entry that fires at
+//! `deadline_tick <= now_tick` never fires before its deadline. All arithmetic saturates.
+//!
+//! The clock is tokio's [`Instant::now`], so a paused tokio clock (`tokio::time::pause`,
+//! `advance`, `start_paused`) is the timer's clock too, wherever the tokio runtime that
+//! owns it is the current one.
+
+use std::time::Duration;
+use tokio::time::Instant;
+
+const NANOS_PER_SEC: u128 = 1_000_000_000;
+
+/// How far a deadline that cannot be represented is put: further than any real sleep.
+const FAR_FUTURE: Duration = Duration::from_secs(86_400 * 365 * 1_000_000);
+/// A second try for platforms whose `Instant` cannot reach [`FAR_FUTURE`] (tokio's choice).
+const NEAR_FAR_FUTURE: Duration = Duration::from_secs(86_400 * 365 * 30);
+
+/// `now + duration`, saturated to a far but representable instant.
+///
+/// `Duration::MAX` and other durations past what `Instant` can hold become roughly a
+/// million years from now (thirty, where the platform's `Instant` cannot go further).
+pub(crate) fn deadline_after(now: Instant, duration: Duration) -> Instant {
+    now.checked_add(duration)
+        .or_else(|| now.checked_add(FAR_FUTURE.min(duration)))
+        .or_else(|| now.checked_add(NEAR_FAR_FUTURE.min(duration)))
+        .unwrap_or(now)
+}
+
+/// Converts between `Instant`s and the ticks of one wheel.
+#[derive(Debug)]
+pub(crate) struct Clock {
+    origin: Instant,
+    tick_nanos: u64,
+}
+
+impl Clock {
+    /// A clock whose tick 0 is now. `tick` must not be zero.
+    pub(crate) fn new(tick: Duration) -> Self {
+        let tick_nanos = u64::try_from(tick.as_nanos()).unwrap_or(u64::MAX);
+        debug_assert!(tick_nanos > 0, "zero tick");
+        Clock {
+            origin: Instant::now(),
+            tick_nanos: tick_nanos.max(1),
+        }
+    }
+
+    pub(crate) fn tick(&self) -> Duration {
+        Duration::from_nanos(self.tick_nanos)
+    }
+
+    /// The tick at which `deadline` has certainly passed: rounded up.
+    pub(crate) fn deadline_tick(&self, deadline: Instant) -> u64 {
+        let since = deadline.saturating_duration_since(self.origin);
+        ticks(since, self.tick_nanos, Rounding::Up)
+    }
+
+    /// The current tick: rounded down.
+    pub(crate) fn now_tick(&self) -> u64 {
+        let since = Instant::now().saturating_duration_since(self.origin);
+        ticks(since, self.tick_nanos, Rounding::Down)
+    }
+
+    /// The instant at which `tick` begins, saturated to a far future.
+    pub(crate) fn instant_at(&self, tick: u64) -> Instant {
+        let nanos = u128::from(tick) * u128::from(self.tick_nanos);
+        let secs = u64::try_from(nanos / NANOS_PER_SEC).unwrap_or(u64::MAX);
+        let since = Duration::new(secs, (nanos % NANOS_PER_SEC) as u32);
+        deadline_after(self.origin, since)
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Rounding {
+    Up,
+    Down,
+}
+
+fn ticks(since: Duration, tick_nanos: u64, rounding: Rounding) -> u64 {
+    // The common case fits u64 nanoseconds (up to ~584 years); u128 division is slower.
+    if let Some(nanos) = since
+        .as_secs()
+        .checked_mul(NANOS_PER_SEC as u64)
+        .and_then(|n| n.checked_add(u64::from(since.subsec_nanos())))
+    {
+        return match rounding {
+            Rounding::Up => nanos.div_ceil(tick_nanos),
+            Rounding::Down => nanos / tick_nanos,
+        };
+    }
+    let nanos = since.as_nanos();
+    let ticks = match rounding {
+        Rounding::Up => nanos.div_ceil(u128::from(tick_nanos)),
+        Rounding::Down => nanos / u128::from(tick_nanos),
+    };
+    u64::try_from(ticks).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    #[test]
+    fn deadlines_round_up_and_now_rounds_down() {
+        for (nanos, up, down) in [(0, 0, 0), (1, 1, 0), (MS - 1, 1, 0), (MS, 1, 1), (MS + 1, 2, 1)] {
+            let since = Duration::from_nanos(nanos);
+            assert_eq!(ticks(since, MS, Rounding::Up), up, "{nanos} up");
+            assert_eq!(ticks(since, MS, Rounding::Down), down, "{nanos} down");
+        }
+    }
+
+    #[test]
+    fn huge_durations_saturate() {
+        assert_eq!(ticks(Duration::MAX, 1, Rounding::Up), u64::MAX);
+        assert_eq!(ticks(Duration::MAX, MS, Rounding::Down), u64::MAX);
+        let past_u64_nanos = Duration::from_secs(600 * 365 * 86_400);
+        assert_eq!(
+            ticks(past_u64_nanos, MS, Rounding::Down) as u128,
+            past_u64_nanos.as_nanos() / MS as u128
+        );
+    }
+
+    #[test]
+    fn round_trip_never_lands_before_the_deadline() {
+        let clock = Clock::new(Duration::from_micros(700));
+        for offset in [0, 1, 699_999, 700_000, 700_001, 123_456_789] {
+            let deadline = clock.origin + Duration::from_nanos(offset);
+            let tick = clock.deadline_tick(deadline);
+            assert!(clock.instant_at(tick) >= deadline, "offset {offset}");
+            assert!(tick == 0 || clock.instant_at(tick - 1) < deadline);
+        }
+    }
+
+    #[test]
+    fn deadline_after_saturates_instead_of_panicking() {
+        let now = Instant::now();
+        assert!(deadline_after(now, Duration::MAX) > now + Duration::from_secs(86_400 * 365 * 100));
+        assert_eq!(deadline_after(now, Duration::ZERO), now);
+        let clock = Clock::new(Duration::from_nanos(1));
+        assert!(clock.instant_at(u64::MAX) > clock.origin);
+    }
+}

@@ -1,0 +1,192 @@
+//! `Sleep`: a future that completes at a deadline.
+
+use crate::driver::Registered;
+use crate::Timer;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// `Sleep::state`: not in the wheel (never polled, or reset while not registered).
+const UNREGISTERED: usize = usize::MAX;
+/// `Sleep::state`: completed; not in the wheel. Any other value is the wheel key.
+const ELAPSED: usize = usize::MAX - 1;
+
+/// Waits until `duration` has elapsed on the [current timer](Timer::current).
+///
+/// Same meaning as `tokio::time::sleep`: the future completes no earlier than `duration`
+/// from now, and within one tick (1 ms by default) plus the driver's latency after it. A
+/// zero duration completes on the first poll. Durations too large for an `Instant` are
+/// saturated to about a million years, so `Duration::MAX` sleeps forever without panicking.
+///
+/// Nothing is registered until the first poll that returns `Pending`; dropping the future
+/// cancels it in O(1).
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// tickless::sleep(Duration::from_millis(10)).await;
+/// # }
+/// ```
+///
+/// Outside a tokio runtime it runs on the process-wide timer and its driver thread:
+///
+/// ```
+/// futures::executor::block_on(tickless::sleep(std::time::Duration::from_millis(1)));
+/// ```
+pub fn sleep(duration: Duration) -> Sleep {
+    Timer::current().sleep(duration)
+}
+
+/// Waits until `deadline` on the [current timer](Timer::current).
+///
+/// Same meaning as `tokio::time::sleep_until`; see [`sleep`].
+///
+/// ```
+/// use tickless::Instant;
+/// use std::time::Duration;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let deadline = Instant::now() + Duration::from_millis(10);
+/// tickless::sleep_until(deadline).await;
+/// assert!(Instant::now() >= deadline);
+/// # }
+/// ```
+pub fn sleep_until(deadline: Instant) -> Sleep {
+    Timer::current().sleep_until(deadline)
+}
+
+/// Future returned by [`sleep`] and [`sleep_until`].
+///
+/// Unlike tokio's, a `Sleep` is [`Unpin`] (its registration is a slab key, not an intrusive
+/// node), so it can be stored and polled in a `select!` loop without `pin!`. It is 32
+/// bytes on 64-bit targets. Calling [`reset`](Sleep::reset) on an unpinned `Sleep` takes
+/// `Pin::new(&mut sleep)`.
+///
+/// If the tokio runtime driving its timer shuts down while it waits, it is not lost: its
+/// next poll starts a driver thread for that timer, and it completes at its deadline on
+/// the real clock.
+#[must_use = "futures do nothing unless you `.await` or poll them"]
+pub struct Sleep {
+    timer: Timer,
+    deadline: Instant,
+    /// [`UNREGISTERED`], [`ELAPSED`], or the key of this sleep's entry in the wheel.
+    state: usize,
+}
+
+impl Sleep {
+    pub(crate) fn new(timer: Timer, deadline: Instant) -> Sleep {
+        Sleep {
+            timer,
+            deadline,
+            state: UNREGISTERED,
+        }
+    }
+
+    /// The instant at which this future completes.
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    /// Whether the deadline has been reached: the driver fired this timer, or a poll saw
+    /// the deadline pass. A `Sleep` that was never polled reports `false`, as in tokio.
+    pub fn is_elapsed(&self) -> bool {
+        match self.state {
+            ELAPSED => true,
+            UNREGISTERED => false,
+            key => self.timer.shared.has_fired(key),
+        }
+    }
+
+    /// Moves the deadline, before or after completion, keeping the registration and the
+    /// waker: a task waiting on this `Sleep` is woken at the new deadline, or at once if
+    /// it has already passed. After completion, the `Sleep` is pending again until the new
+    /// deadline.
+    ///
+    /// ```
+    /// use std::pin::Pin;
+    /// use tickless::Instant;
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let mut sleep = tickless::sleep(Duration::from_secs(3600));
+    /// Pin::new(&mut sleep).reset(Instant::now() + Duration::from_millis(1));
+    /// sleep.await;
+    /// # }
+    /// ```
+    pub fn reset(self: Pin<&mut Self>, deadline: Instant) {
+        let this = self.get_mut();
+        this.deadline = deadline;
+        match this.state {
+            UNREGISTERED => {}
+            ELAPSED => this.state = UNREGISTERED,
+            key => {
+                let shared = &this.timer.shared;
+                if deadline <= Instant::now() {
+                    // Fire now: cancel, and wake the waiting task so it polls and completes.
+                    if !shared.reset(key, 0) {
+                        this.state = ELAPSED;
+                    }
+                } else if !shared.reset(key, shared.clock.deadline_tick(deadline)) {
+                    this.state = ELAPSED;
+                }
+            }
+        }
+    }
+}
+
+impl Future for Sleep {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        let shared = &this.timer.shared;
+        let poll = match this.state {
+            ELAPSED => return Poll::Ready(()),
+            UNREGISTERED => {
+                if this.deadline <= Instant::now() {
+                    Poll::Ready(())
+                } else {
+                    match shared.register(shared.clock.deadline_tick(this.deadline), cx.waker()) {
+                        Registered::Pending(key) => {
+                            this.state = key;
+                            Poll::Pending
+                        }
+                        Registered::Elapsed => Poll::Ready(()),
+                    }
+                }
+            }
+            key => shared.poll_registered(key, cx.waker()),
+        };
+        if poll.is_ready() {
+            this.state = ELAPSED;
+        }
+        poll
+    }
+}
+
+impl Drop for Sleep {
+    fn drop(&mut self) {
+        if self.state != UNREGISTERED && self.state != ELAPSED {
+            self.timer.shared.cancel(self.state);
+        }
+    }
+}
+
+impl fmt::Debug for Sleep {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Sleep")
+            .field("deadline", &self.deadline)
+            .field("registered", &(self.state < ELAPSED))
+            .field("elapsed", &(self.state == ELAPSED))
+            .finish()
+    }
+}

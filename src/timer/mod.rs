@@ -1,0 +1,354 @@
+//! The `Timer` handle: configuration, which driver runs, and the current timer.
+
+mod current;
+
+pub use current::EnterGuard;
+
+use crate::driver::{self, clock::Clock, Shared};
+use crate::time::{Sleep, Timeout};
+use std::fmt;
+use std::future::IntoFuture;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::runtime::Handle;
+use tokio::time::Instant;
+
+/// The largest wheel size [`Builder::wheel_size`] accepts.
+pub const MAX_WHEEL_SIZE: usize = 1 << 16;
+
+/// A handle to one timing wheel and its driver. Cheap to clone; every clone is the same
+/// timer.
+///
+/// Most code never names a `Timer`: [`sleep`](crate::sleep) and friends use the
+/// [current](Timer::current) one. Build your own to choose the tick, the wheel size or the
+/// driver, or to keep some timers apart from the others.
+///
+/// The timer lives while any handle or any [`Sleep`] of it does; its driver ends when it
+/// is gone.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let timer = tickless::Timer::new();
+/// timer.sleep(Duration::from_millis(5)).await;
+/// let slow = timer.timeout(Duration::from_millis(5), std::future::pending::<()>()).await;
+/// assert!(slow.is_err());
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct Timer {
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl Timer {
+    /// A timer with the defaults: a 1 ms tick, 64 buckets per level, and a driver task on
+    /// the current tokio runtime, or a driver thread when called outside one (or inside a
+    /// runtime built without `enable_time`).
+    ///
+    /// # Panics
+    ///
+    /// Only if the operating system refuses to start a driver thread.
+    pub fn new() -> Timer {
+        match Builder::new().build() {
+            Ok(timer) => timer,
+            Err(error) => panic!("tickless: {error}"),
+        }
+    }
+
+    /// A builder to choose the tick, the wheel size and the driver.
+    pub fn builder() -> Builder {
+        Builder::new()
+    }
+
+    /// The timer that [`sleep`](crate::sleep), [`timeout`](crate::timeout) and the other
+    /// free functions use on this thread now. In order:
+    ///
+    /// 1. the timer most recently [entered](Timer::enter) on this thread, if its guard
+    ///    is alive;
+    /// 2. inside a tokio runtime: that runtime's default timer, made on first use with
+    ///    [`Timer::new`]'s settings and a driver task on that runtime (so a paused tokio
+    ///    clock drives it); one per runtime, shared by all its worker threads;
+    /// 3. outside any runtime: a process-wide default timer with a driver thread, made on
+    ///    first use.
+    pub fn current() -> Timer {
+        current::current()
+    }
+
+    /// Makes this timer the current one on this thread until the guard is dropped.
+    /// Guards nest; drop them in reverse order of creation.
+    ///
+    /// ```
+    /// let timer = tickless::Timer::builder().tick(std::time::Duration::from_micros(100)).build().unwrap();
+    /// let _guard = timer.enter();
+    /// assert!(tickless::Timer::current().same_timer(&timer));
+    /// ```
+    pub fn enter(&self) -> EnterGuard {
+        current::enter(self.clone())
+    }
+
+    /// Whether two handles are the same timer.
+    pub fn same_timer(&self, other: &Timer) -> bool {
+        Arc::ptr_eq(&self.shared, &other.shared)
+    }
+
+    /// The tick: the resolution of this timer's deadlines.
+    pub fn tick(&self) -> Duration {
+        self.shared.clock.tick()
+    }
+
+    /// A future that completes `duration` from now on this timer.
+    /// See [`sleep`](crate::sleep).
+    pub fn sleep(&self, duration: Duration) -> Sleep {
+        Sleep::new(self.clone(), driver::clock::deadline_after(Instant::now(), duration))
+    }
+
+    /// A future that completes at `deadline` on this timer.
+    /// See [`sleep_until`](crate::sleep_until).
+    pub fn sleep_until(&self, deadline: Instant) -> Sleep {
+        Sleep::new(self.clone(), deadline)
+    }
+
+    /// Requires `future` to complete within `duration` on this timer.
+    /// See [`timeout`](crate::timeout).
+    pub fn timeout<F: IntoFuture>(&self, duration: Duration, future: F) -> Timeout<F::IntoFuture> {
+        Timeout::new(future.into_future(), self.sleep(duration))
+    }
+
+    /// Requires `future` to complete before `deadline` on this timer.
+    /// See [`timeout_at`](crate::timeout_at).
+    pub fn timeout_at<F: IntoFuture>(&self, deadline: Instant, future: F) -> Timeout<F::IntoFuture> {
+        Timeout::new(future.into_future(), self.sleep_until(deadline))
+    }
+
+    /// What this timer's driver and wheel have done so far, and what they hold.
+    pub fn stats(&self) -> Stats {
+        let s = self.shared.snapshot();
+        Stats {
+            driver_wakeups: s.wakeups,
+            buckets_flushed: s.buckets_flushed,
+            entries_fired: s.entries_fired,
+            entries_demoted: s.entries_demoted,
+            waker_panics: s.waker_panics,
+            registered: s.registered,
+            levels: s.levels,
+        }
+    }
+}
+
+impl Default for Timer {
+    fn default() -> Self {
+        Timer::new()
+    }
+}
+
+impl fmt::Debug for Timer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Timer")
+            .field("tick", &self.tick())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Counters from [`Timer::stats`].
+///
+/// The driver wakes once per non-empty bucket expiry plus once per notification (an
+/// insert that needed an earlier wakeup), never per tick; `driver_wakeups` proves it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Turns the driver has run: each wakeup of its task or thread.
+    pub driver_wakeups: u64,
+    /// Non-empty buckets whose expiry came and whose entries were fired or moved down.
+    pub buckets_flushed: u64,
+    /// Timers whose deadline came.
+    pub entries_fired: u64,
+    /// Timers moved from a flushed bucket to a lower, finer level.
+    pub entries_demoted: u64,
+    /// Wakers that panicked when woken (the panic is caught; the driver goes on).
+    pub waker_panics: u64,
+    /// Timers held now: registered `Sleep`s, fired or not, that have not completed.
+    pub registered: usize,
+    /// Levels the wheel has grown so far.
+    pub levels: usize,
+}
+
+/// Which driver advances a timer's wheel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Driver {
+    /// A task on the current tokio runtime, waiting with tokio's timer: a paused tokio
+    /// clock drives the wheel. Needs a runtime with time enabled.
+    Task,
+    /// A thread of its own, parking until the next expiry: works under any executor, on
+    /// the real clock.
+    Thread,
+}
+
+/// Builds a [`Timer`] with chosen settings.
+///
+/// ```
+/// use std::time::Duration;
+/// use tickless::{Driver, Timer};
+///
+/// let timer = Timer::builder()
+///     .tick(Duration::from_micros(250))
+///     .wheel_size(256)
+///     .driver(Driver::Thread)
+///     .build()?;
+/// # Ok::<(), tickless::BuildError>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct Builder {
+    tick: Duration,
+    wheel_size: usize,
+    driver: Option<Driver>,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Builder::new()
+    }
+}
+
+impl Builder {
+    /// The defaults: 1 ms tick, 64 buckets per level, driver chosen at build time.
+    pub fn new() -> Builder {
+        Builder {
+            tick: Duration::from_millis(1),
+            wheel_size: 64,
+            driver: None,
+        }
+    }
+
+    /// The width of a level-0 bucket: deadlines are rounded up to it. Must not be zero.
+    /// A task driver waits with tokio's timer, whose own resolution is 1 ms; ticks below
+    /// that pay off with [`Driver::Thread`].
+    pub fn tick(mut self, tick: Duration) -> Builder {
+        self.tick = tick;
+        self
+    }
+
+    /// Buckets per level: a power of two from 2 to [`MAX_WHEEL_SIZE`].
+    pub fn wheel_size(mut self, wheel_size: usize) -> Builder {
+        self.wheel_size = wheel_size;
+        self
+    }
+
+    /// Which driver to run. Without this call: [`Driver::Task`] inside a tokio runtime
+    /// with time enabled, [`Driver::Thread`] anywhere else.
+    pub fn driver(mut self, driver: Driver) -> Builder {
+        self.driver = Some(driver);
+        self
+    }
+
+    /// Checks the settings and starts the driver.
+    ///
+    /// # Errors
+    ///
+    /// A zero tick, a wheel size that is not a power of two from 2 to [`MAX_WHEEL_SIZE`],
+    /// [`Driver::Task`] outside a tokio runtime or in one without time enabled, or a
+    /// driver thread the operating system would not start.
+    pub fn build(self) -> Result<Timer, BuildError> {
+        if self.tick.is_zero() {
+            return Err(BuildError(ErrorKind::ZeroTick));
+        }
+        if !(2..=MAX_WHEEL_SIZE).contains(&self.wheel_size) || !self.wheel_size.is_power_of_two()
+        {
+            return Err(BuildError(ErrorKind::WheelSize(self.wheel_size)));
+        }
+        let runtime = Handle::try_current().ok();
+        let driver = match (self.driver, &runtime) {
+            (Some(Driver::Thread), _) => Driver::Thread,
+            (Some(Driver::Task), None) => return Err(BuildError(ErrorKind::NoRuntime)),
+            (Some(Driver::Task), Some(handle)) if !time_enabled(handle) => {
+                return Err(BuildError(ErrorKind::TimeDisabled));
+            }
+            (None, Some(handle)) if time_enabled(handle) => Driver::Task,
+            (Some(Driver::Task), Some(_)) => Driver::Task,
+            (None, _) => Driver::Thread,
+        };
+        let shared = Arc::new(Shared::new(Clock::new(self.tick), self.wheel_size));
+        match (driver, runtime) {
+            (Driver::Task, Some(handle)) => driver::spawn_task(&shared, &handle),
+            _ => shared
+                .start_thread()
+                .map_err(|error| BuildError(ErrorKind::Thread(error.to_string())))?,
+        }
+        Ok(Timer { shared })
+    }
+}
+
+/// Whether `handle`'s runtime has its time driver enabled. tokio offers no query, and
+/// creating a `Sleep` without one panics; this catches that panic. It is only reached on
+/// the path that builds a timer, never per `Sleep`.
+fn time_enabled(handle: &Handle) -> bool {
+    let _enter = handle.enter();
+    catch_unwind(AssertUnwindSafe(|| {
+        drop(tokio::time::sleep(Duration::ZERO));
+    }))
+    .is_ok()
+}
+
+/// Why [`Builder::build`] refused a configuration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BuildError(ErrorKind);
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum ErrorKind {
+    ZeroTick,
+    WheelSize(usize),
+    NoRuntime,
+    TimeDisabled,
+    Thread(String),
+}
+
+impl BuildError {
+    /// The tick was zero.
+    pub fn is_invalid_tick(&self) -> bool {
+        matches!(self.0, ErrorKind::ZeroTick)
+    }
+
+    /// The wheel size was not a power of two from 2 to [`MAX_WHEEL_SIZE`].
+    pub fn is_invalid_wheel_size(&self) -> bool {
+        matches!(self.0, ErrorKind::WheelSize(_))
+    }
+
+    /// [`Driver::Task`] was asked for outside a tokio runtime, or in one built without
+    /// time enabled.
+    pub fn is_no_runtime(&self) -> bool {
+        matches!(self.0, ErrorKind::NoRuntime | ErrorKind::TimeDisabled)
+    }
+
+    /// The operating system would not start a driver thread.
+    pub fn is_thread_spawn(&self) -> bool {
+        matches!(self.0, ErrorKind::Thread(_))
+    }
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            ErrorKind::ZeroTick => write!(f, "invalid tick 0ns: the tick must be positive"),
+            ErrorKind::WheelSize(size) => write!(
+                f,
+                "invalid wheel_size {size}: must be a power of two from 2 to {MAX_WHEEL_SIZE}"
+            ),
+            ErrorKind::NoRuntime => write!(
+                f,
+                "invalid driver Task: no tokio runtime is current; build inside one or use Driver::Thread"
+            ),
+            ErrorKind::TimeDisabled => write!(
+                f,
+                "invalid driver Task: the current tokio runtime has no time driver; call enable_time on its builder or use Driver::Thread"
+            ),
+            ErrorKind::Thread(error) => write!(f, "failed to start the driver thread: {error}"),
+        }
+    }
+}
+
+impl std::error::Error for BuildError {}
