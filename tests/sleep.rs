@@ -33,7 +33,11 @@ async fn never_completes_before_its_deadline() {
         let deadline = start + Duration::from_millis(millis);
         tickless::sleep_until(deadline).await;
         let now = Instant::now();
-        assert!(now >= deadline, "{millis} ms: early by {:?}", deadline - now);
+        assert!(
+            now >= deadline,
+            "{millis} ms: early by {:?}",
+            deadline - now
+        );
     }
 }
 
@@ -53,7 +57,12 @@ async fn completes_within_one_tick_plus_driver_latency() {
 async fn zero_and_past_deadlines_complete_on_first_poll_without_touching_the_wheel() {
     let before = Timer::current().stats();
     let mut zero = task::spawn(tickless::sleep(Duration::ZERO));
+    assert!(
+        !zero.is_elapsed(),
+        "as in tokio: not elapsed before it is polled"
+    );
     assert_ready!(zero.poll());
+    assert!(zero.is_elapsed());
     let past = Instant::now() - Duration::from_secs(5);
     let mut past = task::spawn(tickless::sleep_until(past));
     assert_ready!(past.poll());
@@ -83,7 +92,11 @@ async fn registration_is_lazy_and_drop_cancels() {
     tasks.truncate(40);
     assert_eq!(registered(), 40, "drop cancels");
     drop(tasks);
-    assert_eq!(registered(), 0, "the slab is empty once every Sleep is gone");
+    assert_eq!(
+        registered(),
+        0,
+        "the slab is empty once every Sleep is gone"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -156,10 +169,9 @@ async fn reset_to_the_past_wakes_the_waiting_task() {
 async fn a_sleep_moved_to_another_task_wakes_the_new_task() {
     let mut sleep = tickless::sleep(50 * MS);
     // Register it from this task...
-    let first_poll = std::future::poll_fn(|cx: &mut Context<'_>| {
-        Poll::Ready(Pin::new(&mut sleep).poll(cx))
-    })
-    .await;
+    let first_poll =
+        std::future::poll_fn(|cx: &mut Context<'_>| Poll::Ready(Pin::new(&mut sleep).poll(cx)))
+            .await;
     assert!(first_poll.is_pending());
     // ...then move it to another, which must be the one woken.
     let deadline = sleep.deadline();
@@ -209,4 +221,24 @@ async fn sleeps_complete_in_deadline_order() {
         handle.await.unwrap();
     }
     assert_eq!(*order.lock().unwrap(), [1, 5, 64, 90, 700, 3000, 4096]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_sleep_first_polled_after_its_deadline_completes_on_the_next_driver_turn() {
+    let start = Instant::now();
+    let mut sleep = task::spawn(tickless::sleep(10 * MS));
+    tokio::time::advance(20 * MS).await;
+    // `sleep(d)` skips the clock read at first poll: the wheel decides, so this poll
+    // registers, and the driver fires it at once.
+    let _ = sleep.poll();
+    tokio::task::yield_now().await;
+    assert_ready!(sleep.poll());
+    assert_eq!(
+        Instant::now() - start,
+        20 * MS,
+        "no virtual time passed meanwhile"
+    );
+    // `sleep_until` reads the clock: a past deadline completes on the first poll.
+    let mut until = task::spawn(tickless::sleep_until(start + 10 * MS));
+    assert_ready!(until.poll());
 }

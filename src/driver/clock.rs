@@ -106,7 +106,13 @@ mod tests {
 
     #[test]
     fn deadlines_round_up_and_now_rounds_down() {
-        for (nanos, up, down) in [(0, 0, 0), (1, 1, 0), (MS - 1, 1, 0), (MS, 1, 1), (MS + 1, 2, 1)] {
+        for (nanos, up, down) in [
+            (0, 0, 0),
+            (1, 1, 0),
+            (MS - 1, 1, 0),
+            (MS, 1, 1),
+            (MS + 1, 2, 1),
+        ] {
             let since = Duration::from_nanos(nanos);
             assert_eq!(ticks(since, MS, Rounding::Up), up, "{nanos} up");
             assert_eq!(ticks(since, MS, Rounding::Down), down, "{nanos} down");

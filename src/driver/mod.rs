@@ -252,7 +252,9 @@ impl Shared {
         let old_driver = state.driver_waker.take();
         self.stopped.store(true, Ordering::Release);
         let mut wakers = Vec::new();
-        state.wheel.for_each_value(|waker| wakers.extend(waker.take()));
+        state
+            .wheel
+            .for_each_value(|waker| wakers.extend(waker.take()));
         drop(state);
         drop(old_driver);
         wake_all(&mut wakers);

@@ -47,7 +47,9 @@ impl Future for TaskDriver {
             let Some(next_tick) = shared.turn(cx.waker(), &mut this.batch) else {
                 return Poll::Pending;
             };
-            this.sleep.as_mut().reset(shared.clock.instant_at(next_tick));
+            this.sleep
+                .as_mut()
+                .reset(shared.clock.instant_at(next_tick));
             drop(shared);
             if this.sleep.as_mut().poll(cx).is_pending() {
                 return Poll::Pending;

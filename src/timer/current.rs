@@ -42,7 +42,8 @@ impl Drop for EnterGuard {
     fn drop(&mut self) {
         let previous = self.previous.take();
         // Swap rather than assign, so the timer dropped here is dropped outside the borrow.
-        let _entered = ENTERED.with(|entered| std::mem::replace(&mut *entered.borrow_mut(), previous));
+        let _entered =
+            ENTERED.with(|entered| std::mem::replace(&mut *entered.borrow_mut(), previous));
     }
 }
 

@@ -104,7 +104,7 @@ impl Timer {
     /// A future that completes `duration` from now on this timer.
     /// See [`sleep`](crate::sleep).
     pub fn sleep(&self, duration: Duration) -> Sleep {
-        Sleep::new(self.clone(), driver::clock::deadline_after(Instant::now(), duration))
+        Sleep::after(self.clone(), Instant::now(), duration)
     }
 
     /// A future that completes at `deadline` on this timer.
@@ -121,7 +121,11 @@ impl Timer {
 
     /// Requires `future` to complete before `deadline` on this timer.
     /// See [`timeout_at`](crate::timeout_at).
-    pub fn timeout_at<F: IntoFuture>(&self, deadline: Instant, future: F) -> Timeout<F::IntoFuture> {
+    pub fn timeout_at<F: IntoFuture>(
+        &self,
+        deadline: Instant,
+        future: F,
+    ) -> Timeout<F::IntoFuture> {
         Timeout::new(future.into_future(), self.sleep_until(deadline))
     }
 
@@ -257,8 +261,7 @@ impl Builder {
         if self.tick.is_zero() {
             return Err(BuildError(ErrorKind::ZeroTick));
         }
-        if !(2..=MAX_WHEEL_SIZE).contains(&self.wheel_size) || !self.wheel_size.is_power_of_two()
-        {
+        if !(2..=MAX_WHEEL_SIZE).contains(&self.wheel_size) || !self.wheel_size.is_power_of_two() {
             return Err(BuildError(ErrorKind::WheelSize(self.wheel_size)));
         }
         let runtime = Handle::try_current().ok();

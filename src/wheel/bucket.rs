@@ -65,7 +65,10 @@ impl List {
 
     pub(super) fn push_back<T>(&mut self, entries: &mut Slab<Entry<T>>, key: u32) {
         let entry = &mut entries[key as usize];
-        debug_assert!(entry.prev == NIL && entry.next == NIL, "entry already linked");
+        debug_assert!(
+            entry.prev == NIL && entry.next == NIL,
+            "entry already linked"
+        );
         entry.prev = self.tail;
         if self.tail == NIL {
             self.head = key;

@@ -150,9 +150,13 @@ impl<T> Wheel<T> {
     }
 
     fn add_level(&mut self) {
-        debug_assert!(self.levels() < level::max_levels(self.shift), "level past u64");
+        debug_assert!(
+            self.levels() < level::max_levels(self.shift),
+            "level past u64"
+        );
         let size = self.wheel_size();
-        self.buckets.resize_with(self.buckets.len() + size, Bucket::default);
+        self.buckets
+            .resize_with(self.buckets.len() + size, Bucket::default);
     }
 
     /// Entries held, pending or fired.
@@ -338,13 +342,19 @@ impl<T> Wheel<T> {
             let slot = index & (self.wheel_size() - 1);
             let keys = bucket.entries.keys(&self.entries);
             if !keys.is_empty() {
-                assert!(bucket.queued.is_some(), "non-empty bucket {index} not queued");
+                assert!(
+                    bucket.queued.is_some(),
+                    "non-empty bucket {index} not queued"
+                );
             }
             for key in keys {
                 let entry = &self.entries[key as usize];
                 assert_eq!(entry.place, Place::Bucket(index as u32));
                 let deadline = entry.deadline_tick;
-                assert!(deadline > self.elapsed_tick, "due entry {key} left in a bucket");
+                assert!(
+                    deadline > self.elapsed_tick,
+                    "due entry {key} left in a bucket"
+                );
                 assert_eq!(level::slot(self.shift, level, deadline), slot);
                 assert_eq!(
                     Some(level::bucket_start(self.shift, level, deadline)),
@@ -355,7 +365,10 @@ impl<T> Wheel<T> {
                 assert!(linked.insert(key));
             }
             if let Some(expiration) = bucket.queued {
-                assert!(expiration > self.elapsed_tick, "due bucket {index} left queued");
+                assert!(
+                    expiration > self.elapsed_tick,
+                    "due bucket {index} left queued"
+                );
             }
         }
         for key in self.ready.keys(&self.entries) {
@@ -366,7 +379,10 @@ impl<T> Wheel<T> {
         }
         for (key, entry) in &self.entries {
             if entry.place == Place::Fired {
-                assert!(entry.deadline_tick <= self.elapsed_tick, "fired early: {key}");
+                assert!(
+                    entry.deadline_tick <= self.elapsed_tick,
+                    "fired early: {key}"
+                );
                 assert!(linked.insert(key as u32));
             }
         }
@@ -377,7 +393,11 @@ impl<T> Wheel<T> {
             assert_eq!(self.buckets[index as usize].queued, Some(expiration));
         }
         let queued = self.buckets.iter().filter(|b| b.queued.is_some()).count();
-        assert_eq!(items.len(), queued, "bucket marked queued with no queue item");
+        assert_eq!(
+            items.len(),
+            queued,
+            "bucket marked queued with no queue item"
+        );
         assert!(self.levels() <= level::max_levels(self.shift));
     }
 }

@@ -12,12 +12,7 @@ fn drain_ready<T>(wheel: &mut Wheel<T>) -> Vec<usize> {
 fn worked_example_from_the_module_docs() {
     let mut wheel = Wheel::new(64);
     let (key, placed) = wheel.insert(5000, ());
-    assert_eq!(
-        placed,
-        Placed::Pending {
-            queued: Some(4096)
-        }
-    );
+    assert_eq!(placed, Placed::Pending { queued: Some(4096) });
     assert_eq!(wheel.levels(), 3);
     assert_eq!(wheel.next_expiration(), Some(4096));
 
@@ -265,7 +260,10 @@ fn check_against_oracle(wheel_size: usize, ops: &[Op]) {
             fired.insert(key);
         }
         for (&key, &deadline) in &pending {
-            assert!(!wheel.has_fired(key), "{key} fired before {deadline} at {now}");
+            assert!(
+                !wheel.has_fired(key),
+                "{key} fired before {deadline} at {now}"
+            );
         }
         for &key in &fired {
             assert!(wheel.has_fired(key), "{key} due at {now} but not fired");
@@ -314,6 +312,10 @@ fn far_deadlines_build_five_or_more_levels() {
     for size in [2, 4, 64] {
         let mut wheel = Wheel::new(size);
         wheel.insert(1 << 39, 0);
-        assert!(wheel.levels() >= 5, "size {size}: {} levels", wheel.levels());
+        assert!(
+            wheel.levels() >= 5,
+            "size {size}: {} levels",
+            wheel.levels()
+        );
     }
 }

@@ -1,0 +1,101 @@
+//! Which timer the free functions use, with no setup, in each kind of context.
+
+use std::time::Duration;
+use tickless::{Instant, Timer};
+
+const MS: Duration = Duration::from_millis(1);
+
+#[tokio::main(flavor = "current_thread")]
+async fn a_tokio_main() -> Instant {
+    tickless::sleep(5 * MS).await;
+    Instant::now()
+}
+
+#[test]
+fn works_with_no_setup_inside_tokio_main() {
+    let start = Instant::now();
+    assert!(a_tokio_main() - start >= 5 * MS);
+}
+
+#[tokio::test(start_paused = true)]
+async fn completes_in_virtual_time_under_start_paused() {
+    let wall = std::time::Instant::now();
+    let start = Instant::now();
+    tickless::sleep(Duration::from_secs(24 * 3600)).await;
+    assert!(Instant::now() - start >= Duration::from_secs(24 * 3600));
+    // A day of virtual time; the wall clock barely moves (generous bound, not a timing test).
+    assert!(wall.elapsed() < Duration::from_secs(60));
+}
+
+#[test]
+fn works_under_futures_block_on_with_a_process_wide_timer() {
+    let start = Instant::now();
+    futures::executor::block_on(tickless::sleep(5 * MS));
+    assert!(Instant::now() - start >= 5 * MS);
+    let result = futures::executor::block_on(tickless::timeout(MS, std::future::pending::<()>()));
+    assert!(result.is_err());
+    let first = Timer::current();
+    let second = std::thread::spawn(Timer::current).join().unwrap();
+    assert!(
+        first.same_timer(&second),
+        "one process-wide timer outside runtimes"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_default_timer_per_runtime_shared_by_its_workers() {
+    let here = Timer::current();
+    assert!(here.same_timer(&Timer::current()));
+    let mut from_workers = Vec::new();
+    for _ in 0..16 {
+        from_workers.push(tokio::spawn(async { Timer::current() }));
+    }
+    for timer in from_workers {
+        assert!(timer.await.unwrap().same_timer(&here));
+    }
+    let outside = std::thread::spawn(Timer::current).join().unwrap();
+    assert!(
+        !outside.same_timer(&here),
+        "outside the runtime: the process default"
+    );
+}
+
+#[test]
+fn each_runtime_gets_its_own_default_timer() {
+    let runtime = |_| {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap()
+    };
+    let (first, second) = (runtime(1), runtime(2));
+    let a = first.block_on(async { Timer::current() });
+    let b = second.block_on(async { Timer::current() });
+    assert!(!a.same_timer(&b));
+    assert!(a.same_timer(&first.block_on(async { Timer::current() })));
+    // After a runtime shuts down its default is never handed out again.
+    drop(first);
+    let third = runtime(3);
+    let c = third.block_on(async { Timer::current() });
+    assert!(!c.same_timer(&a));
+    third.block_on(tickless::sleep(MS));
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_entered_timer_is_current_until_its_guard_drops() {
+    let runtime_default = Timer::current();
+    let outer = Timer::builder().wheel_size(8).build().unwrap();
+    let inner = Timer::builder().wheel_size(16).build().unwrap();
+    {
+        let _outer = outer.enter();
+        assert!(Timer::current().same_timer(&outer));
+        {
+            let _inner = inner.enter();
+            assert!(Timer::current().same_timer(&inner));
+            tickless::sleep(MS).await;
+            assert_eq!(inner.stats().entries_fired, 1);
+        }
+        assert!(Timer::current().same_timer(&outer));
+    }
+    assert!(Timer::current().same_timer(&runtime_default));
+}

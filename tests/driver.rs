@@ -1,0 +1,254 @@
+//! The driver: no empty ticks, notifications only when needed, resilience, shutdown,
+//! the thread driver, and configuration errors.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::Duration;
+use tickless::{Driver, Instant, Timer};
+use tokio_test::{assert_pending, task};
+
+const MS: Duration = Duration::from_millis(1);
+
+fn paused_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn ten_ms_and_one_hour_cost_a_handful_of_wakeups_not_thousands() {
+    let timer = Timer::new();
+    let start = Instant::now();
+    let short = timer.sleep(10 * MS);
+    let long = timer.sleep(Duration::from_secs(3600));
+    tokio::join!(short, long);
+    assert!(Instant::now() - start >= Duration::from_secs(3600));
+    let stats = timer.stats();
+    assert_eq!(stats.entries_fired, 2);
+    assert!(
+        stats.driver_wakeups <= 10,
+        "{} wakeups for two timers",
+        stats.driver_wakeups
+    );
+    assert_eq!(stats.registered, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn later_inserts_leave_the_driver_alone_and_earlier_ones_wake_it() {
+    let timer = Timer::new();
+    let mut near = task::spawn(timer.sleep(10 * MS));
+    assert_pending!(near.poll());
+    tokio::task::yield_now().await; // the driver arms for 10 ms
+    let armed = timer.stats().driver_wakeups;
+
+    let mut later: Vec<_> = (1..=1000)
+        .map(|i| task::spawn(timer.sleep(Duration::from_secs(i))))
+        .collect();
+    for sleep in &mut later {
+        assert_pending!(sleep.poll());
+    }
+    tokio::task::yield_now().await;
+    assert_eq!(
+        timer.stats().driver_wakeups,
+        armed,
+        "later inserts woke the driver"
+    );
+
+    let start = Instant::now();
+    let mut earlier = task::spawn(timer.sleep(2 * MS));
+    assert_pending!(earlier.poll());
+    tokio::task::yield_now().await;
+    assert_eq!(
+        timer.stats().driver_wakeups,
+        armed + 1,
+        "an earlier insert re-arms it"
+    );
+    tokio::time::sleep(2 * MS).await;
+    tokio::task::yield_now().await;
+    assert!(earlier.is_woken(), "woken at 2 ms, not at 10 ms");
+    assert!(Instant::now() - start < 10 * MS);
+}
+
+struct PanickingWaker;
+
+impl Wake for PanickingWaker {
+    fn wake(self: Arc<Self>) {
+        panic!("a user waker panicked (expected by this test)");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_panicking_waker_neither_stops_the_driver_nor_loses_other_timers() {
+    let timer = Timer::new();
+    let waker = Waker::from(Arc::new(PanickingWaker));
+    let mut doomed = timer.sleep(5 * MS);
+    let mut cx = Context::from_waker(&waker);
+    assert!(Pin::new(&mut doomed).poll(&mut cx).is_pending());
+
+    let fired = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for millis in [5_u64, 5, 6, 50] {
+        let (timer, fired) = (timer.clone(), fired.clone());
+        tasks.push(tokio::spawn(async move {
+            timer.sleep(Duration::from_millis(millis)).await;
+            fired.fetch_add(1, Ordering::SeqCst);
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    assert_eq!(fired.load(Ordering::SeqCst), 4);
+    assert_eq!(timer.stats().waker_panics, 1);
+    // The driver still runs.
+    timer.sleep(100 * MS).await;
+    assert!(Pin::new(&mut doomed).poll(&mut cx).is_ready());
+}
+
+/// Polls `future` once with a no-op waker.
+fn poll_once<F: Future + Unpin>(future: &mut F) -> Poll<F::Output> {
+    let waker = Waker::noop();
+    Pin::new(future).poll(&mut Context::from_waker(waker))
+}
+
+#[test]
+fn a_sleep_registered_before_its_runtime_shut_down_completes_after_on_a_driver_thread() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let mut sleep = runtime.block_on(async {
+        let mut sleep = tickless::sleep(30 * MS);
+        assert!(poll_once(&mut sleep).is_pending());
+        sleep
+    });
+    drop(runtime);
+    let deadline = sleep.deadline();
+    futures::executor::block_on(&mut sleep);
+    assert!(Instant::now() >= deadline, "never early");
+    assert!(sleep.is_elapsed());
+}
+
+#[test]
+fn a_timer_outlives_its_runtime_and_keeps_working() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let (timer, mut unpolled) = runtime.block_on(async {
+        let timer = Timer::new();
+        timer.sleep(MS).await;
+        let unpolled = timer.sleep(20 * MS);
+        (timer, unpolled)
+    });
+    drop(runtime);
+    futures::executor::block_on(async {
+        timer.sleep(5 * MS).await;
+        (&mut unpolled).await;
+    });
+    assert!(unpolled.is_elapsed());
+    assert_eq!(timer.stats().registered, 0);
+}
+
+#[test]
+fn the_driver_task_dropped_mid_wait_wakes_its_waiters() {
+    // A task of another executor waits on a timer whose runtime then shuts down: it is
+    // woken, re-polls, and a driver thread carries its sleep to the deadline.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let timer = runtime.block_on(async { Timer::new() });
+    let mut sleep = timer.sleep(40 * MS);
+    let deadline = sleep.deadline();
+    let (registered, is_registered) = std::sync::mpsc::channel();
+    let waiter = std::thread::spawn(move || {
+        futures::executor::block_on(std::future::poll_fn(|cx| {
+            let poll = Pin::new(&mut sleep).poll(cx);
+            let _ = registered.send(());
+            poll
+        }))
+    });
+    is_registered.recv().unwrap();
+    assert_eq!(timer.stats().registered, 1);
+    drop(runtime);
+    waiter.join().unwrap();
+    assert!(Instant::now() >= deadline);
+}
+
+#[test]
+fn thread_driver_works_under_futures_block_on() {
+    let timer = Timer::builder()
+        .driver(Driver::Thread)
+        .tick(Duration::from_micros(100))
+        .build()
+        .unwrap();
+    let start = Instant::now();
+    futures::executor::block_on(async {
+        let results = futures::future::join_all((1..=20).map(|i| timer.sleep(i * MS))).await;
+        assert_eq!(results.len(), 20);
+    });
+    assert!(Instant::now() - start >= 20 * MS);
+    let stats = timer.stats();
+    assert_eq!(stats.entries_fired, 20);
+    assert_eq!(stats.registered, 0);
+}
+
+#[test]
+fn task_driver_honours_a_paused_clock_set_by_hand() {
+    let runtime = paused_runtime();
+    runtime.block_on(async {
+        let timer = Timer::builder().driver(Driver::Task).build().unwrap();
+        let mut sleep = task::spawn(timer.sleep(Duration::from_secs(30)));
+        assert_pending!(sleep.poll());
+        tokio::time::advance(Duration::from_secs(29)).await;
+        tokio::task::yield_now().await;
+        assert_pending!(sleep.poll());
+        tokio::time::advance(Duration::from_secs(1)).await;
+        tokio::task::yield_now().await;
+        assert!(sleep.is_woken());
+        assert!(sleep.poll().is_ready());
+    });
+}
+
+#[test]
+fn invalid_configurations_are_errors_naming_the_setting_and_value() {
+    let error = Timer::builder().tick(Duration::ZERO).build().unwrap_err();
+    assert!(error.is_invalid_tick());
+    assert!(error.to_string().contains("tick 0ns"), "{error}");
+
+    for size in [0, 1, 3, 48, 100, (1 << 16) + 1, 1 << 17] {
+        let error = Timer::builder().wheel_size(size).build().unwrap_err();
+        assert!(error.is_invalid_wheel_size());
+        assert!(
+            error.to_string().contains(&format!("wheel_size {size}")),
+            "{error}"
+        );
+    }
+    for size in [2, 4, 64, 1 << 16] {
+        Timer::builder().wheel_size(size).build().unwrap();
+    }
+
+    let error = Timer::builder().driver(Driver::Task).build().unwrap_err();
+    assert!(error.is_no_runtime());
+    assert!(error.to_string().contains("driver Task"), "{error}");
+}
+
+#[test]
+fn task_driver_in_a_runtime_without_time_is_an_error_and_the_default_falls_back() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let error = Timer::builder().driver(Driver::Task).build().unwrap_err();
+        assert!(error.is_no_runtime());
+        assert!(error.to_string().contains("enable_time"), "{error}");
+        // With no driver asked for, a driver thread runs it; sleeping works.
+        tickless::sleep(MS).await;
+        Timer::new().sleep(MS).await;
+    });
+}
