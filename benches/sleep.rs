@@ -39,20 +39,20 @@ fn register_cancel(c: &mut Criterion) {
         group.bench_function(BenchmarkId::new("tokio", "sleep"), |b| {
             b.iter(|| {
                 let mut sleep = pin!(tokio::time::sleep(AHEAD));
-                black_box(sleep.as_mut().poll(cx));
+                let _ = black_box(sleep.as_mut().poll(cx));
             })
         });
         group.bench_function(BenchmarkId::new("tickless", "sleep"), |b| {
             b.iter(|| {
                 let mut sleep = tickless::sleep(AHEAD);
-                black_box(Pin::new(&mut sleep).poll(cx));
+                let _ = black_box(Pin::new(&mut sleep).poll(cx));
             })
         });
         let timer = tickless::Timer::current();
         group.bench_function(BenchmarkId::new("tickless", "timer.sleep"), |b| {
             b.iter(|| {
                 let mut sleep = timer.sleep(AHEAD);
-                black_box(Pin::new(&mut sleep).poll(cx));
+                let _ = black_box(Pin::new(&mut sleep).poll(cx));
             })
         });
     });

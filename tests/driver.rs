@@ -121,11 +121,11 @@ fn a_sleep_registered_before_its_runtime_shut_down_completes_after_on_a_driver_t
         .enable_time()
         .build()
         .unwrap();
-    let mut sleep = runtime.block_on(async {
-        let mut sleep = tickless::sleep(30 * MS);
-        assert!(poll_once(&mut sleep).is_pending());
-        sleep
-    });
+    let mut sleep = {
+        let _enter = runtime.enter();
+        tickless::sleep(30 * MS)
+    };
+    runtime.block_on(async { assert!(poll_once(&mut sleep).is_pending()) });
     drop(runtime);
     let deadline = sleep.deadline();
     futures::executor::block_on(&mut sleep);

@@ -43,10 +43,17 @@ async fn zero_duration_times_out_a_pending_future_on_first_poll() {
 
 #[tokio::test(start_paused = true)]
 async fn accessors_reach_the_inner_future() {
-    let mut timeout = tickless::timeout(Duration::from_secs(1), ready(5_u8));
-    let _: &std::future::Ready<u8> = timeout.get_ref();
-    let _: &mut std::future::Ready<u8> = timeout.get_mut();
-    assert_eq!(timeout.into_inner().await, 5);
+    struct Value(u8);
+    impl Future for Value {
+        type Output = u8;
+        fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<u8> {
+            Poll::Ready(self.0)
+        }
+    }
+    let mut timeout = tickless::timeout(Duration::from_secs(1), Value(5));
+    assert_eq!(timeout.get_ref().0, 5);
+    timeout.get_mut().0 = 6;
+    assert_eq!(timeout.into_inner().await, 6);
 }
 
 #[tokio::test(start_paused = true)]
