@@ -35,9 +35,21 @@ mod thread;
 use crate::wheel::{Placed, Wheel};
 use clock::Clock;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, PoisonError};
 use std::task::{Poll, Waker};
+
+// Under `--cfg tickless_loom` the lock and the flag are loom's, so the loom tests below
+// explore every interleaving of the real protocol.
+#[cfg(tickless_loom)]
+use loom::sync::{
+    atomic::{AtomicBool, Ordering},
+    Mutex, MutexGuard,
+};
+#[cfg(not(tickless_loom))]
+use std::sync::{
+    atomic::{AtomicBool, Ordering},
+    Mutex, MutexGuard,
+};
 
 pub(crate) use task::spawn_task;
 pub(crate) use thread::spawn_thread;
@@ -210,7 +222,11 @@ impl Shared {
     /// of [`WAKE_BATCH`] with the lock released, stores `driver_waker` for notifications,
     /// and returns the tick it should next wake at (`None`: only when notified).
     pub(crate) fn turn(&self, driver_waker: &Waker, batch: &mut Vec<Waker>) -> Option<u64> {
-        let now_tick = self.clock.now_tick();
+        self.turn_at(self.clock.now_tick(), driver_waker, batch)
+    }
+
+    /// [`turn`](Self::turn) at a given tick.
+    fn turn_at(&self, now_tick: u64, driver_waker: &Waker, batch: &mut Vec<Waker>) -> Option<u64> {
         let mut state = self.lock();
         state.wakeups += 1;
         state.wheel.advance(now_tick);
@@ -291,8 +307,8 @@ impl Shared {
 impl Drop for Shared {
     fn drop(&mut self) {
         // Tell the driver (parked thread or idle task) that there is nothing left to drive.
-        let state = self.state.get_mut().unwrap_or_else(PoisonError::into_inner);
-        if let Some(driver) = state.driver_waker.take() {
+        let driver = self.lock().driver_waker.take();
+        if let Some(driver) = driver {
             driver.wake();
         }
     }
@@ -321,3 +337,6 @@ fn wake_all(wakers: &mut Vec<Waker>) -> u64 {
     }
     panics
 }
+
+#[cfg(all(test, tickless_loom))]
+mod loom_tests;
