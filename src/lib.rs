@@ -45,7 +45,10 @@ mod timer;
 mod wheel;
 
 pub use time::error;
-pub use time::{sleep, sleep_until, timeout, timeout_at, Sleep, Timeout};
+pub use time::{
+    interval, interval_at, sleep, sleep_until, timeout, timeout_at, Interval, MissedTickBehavior,
+    Sleep, Timeout,
+};
 pub use timer::{BuildError, Builder, Driver, EnterGuard, Stats, Timer, MAX_WHEEL_SIZE};
 /// tokio's `Instant`, so a paused tokio clock is the timer's clock too.
 pub use tokio::time::Instant;

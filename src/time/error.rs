@@ -41,3 +41,27 @@ impl From<Elapsed> for io::Error {
         io::Error::new(io::ErrorKind::TimedOut, elapsed)
     }
 }
+
+/// The error returned by [`Timer::try_interval`](crate::Timer::try_interval) and
+/// [`Timer::try_interval_at`](crate::Timer::try_interval_at) for a zero period.
+///
+/// ```
+/// let error = tickless::Timer::new().try_interval(std::time::Duration::ZERO).unwrap_err();
+/// assert_eq!(error.to_string(), "`period` must be non-zero");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ZeroPeriod(());
+
+impl ZeroPeriod {
+    pub(crate) fn new() -> Self {
+        ZeroPeriod(())
+    }
+}
+
+impl fmt::Display for ZeroPeriod {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("`period` must be non-zero")
+    }
+}
+
+impl std::error::Error for ZeroPeriod {}

@@ -5,7 +5,8 @@ mod current;
 pub use current::EnterGuard;
 
 use crate::driver::{self, clock::Clock, Shared};
-use crate::time::{Sleep, Timeout};
+use crate::time::error::ZeroPeriod;
+use crate::time::{Interval, Sleep, Timeout};
 use std::fmt;
 use std::future::IntoFuture;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -127,6 +128,53 @@ impl Timer {
         future: F,
     ) -> Timeout<F::IntoFuture> {
         Timeout::new(future.into_future(), self.sleep_until(deadline))
+    }
+
+    /// An interval ticking at once, then every `period`, on this timer.
+    /// See [`interval`](crate::interval).
+    ///
+    /// # Panics
+    ///
+    /// If `period` is zero; [`try_interval`](Self::try_interval) returns an error instead.
+    #[track_caller]
+    pub fn interval(&self, period: Duration) -> Interval {
+        self.interval_at(Instant::now(), period)
+    }
+
+    /// An interval ticking at `start`, then every `period`, on this timer.
+    /// See [`interval_at`](crate::interval_at).
+    ///
+    /// # Panics
+    ///
+    /// If `period` is zero; [`try_interval_at`](Self::try_interval_at) returns an error
+    /// instead.
+    #[track_caller]
+    pub fn interval_at(&self, start: Instant, period: Duration) -> Interval {
+        match self.try_interval_at(start, period) {
+            Ok(interval) => interval,
+            Err(_) => panic!(
+                "`period` must be non-zero: pass a positive Duration, or use \
+                 Timer::try_interval to handle a zero period as an error"
+            ),
+        }
+    }
+
+    /// [`interval`](Self::interval), with an error instead of a panic for a zero period.
+    pub fn try_interval(&self, period: Duration) -> Result<Interval, ZeroPeriod> {
+        self.try_interval_at(Instant::now(), period)
+    }
+
+    /// [`interval_at`](Self::interval_at), with an error instead of a panic for a zero
+    /// period.
+    pub fn try_interval_at(
+        &self,
+        start: Instant,
+        period: Duration,
+    ) -> Result<Interval, ZeroPeriod> {
+        if period.is_zero() {
+            return Err(ZeroPeriod::new());
+        }
+        Ok(Interval::new(self.sleep_until(start), period))
     }
 
     /// What this timer's driver and wheel have done so far, and what they hold.
