@@ -44,6 +44,7 @@ mod time;
 mod timer;
 mod wheel;
 
+pub use time::delay_queue::{self, DelayQueue};
 pub use time::error;
 pub use time::{
     interval, interval_at, sleep, sleep_until, timeout, timeout_at, Interval, MissedTickBehavior,

@@ -1,5 +1,6 @@
 //! The public futures, with the names and meaning of `tokio::time`.
 
+pub mod delay_queue;
 pub mod error;
 mod interval;
 mod sleep;

@@ -63,6 +63,26 @@ impl List {
         self.head == NIL
     }
 
+    /// The first key, if any.
+    pub(super) fn front(&self) -> Option<u32> {
+        (self.head != NIL).then_some(self.head)
+    }
+
+    /// The keys from head to tail.
+    pub(super) fn iter<'a, T>(
+        &self,
+        entries: &'a Slab<Entry<T>>,
+    ) -> impl Iterator<Item = u32> + 'a {
+        let mut key = self.head;
+        std::iter::from_fn(move || {
+            let current = key;
+            (current != NIL).then(|| {
+                key = entries[current as usize].next;
+                current
+            })
+        })
+    }
+
     pub(super) fn push_back<T>(&mut self, entries: &mut Slab<Entry<T>>, key: u32) {
         let entry = &mut entries[key as usize];
         debug_assert!(

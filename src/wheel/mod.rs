@@ -224,6 +224,66 @@ impl<T> Wheel<T> {
         &mut self.entries[key].value
     }
 
+    /// The entry's value, if `key` holds one.
+    pub(crate) fn get(&self, key: usize) -> Option<&T> {
+        self.entries.get(key).map(|entry| &entry.value)
+    }
+
+    /// The entry's value, mutably, if `key` holds one.
+    pub(crate) fn get_mut(&mut self, key: usize) -> Option<&mut T> {
+        self.entries.get_mut(key).map(|entry| &mut entry.value)
+    }
+
+    /// The key of the entry with the earliest deadline: the head of the ready list if it
+    /// has one, else the earliest among the buckets that could hold it (those expiring
+    /// before the best deadline found so far). Ties go to the entry found first.
+    pub(crate) fn peek_earliest(&self) -> Option<usize> {
+        if let Some(key) = self.ready.front() {
+            return Some(key as usize);
+        }
+        let mut best: Option<(u64, u32)> = None;
+        for bucket in &self.buckets {
+            let Some(expiration) = bucket.queued else {
+                continue;
+            };
+            if best.is_some_and(|(deadline, _)| deadline <= expiration) {
+                continue;
+            }
+            for key in bucket.entries.iter(&self.entries) {
+                let deadline = self.entries[key as usize].deadline_tick;
+                if best.is_none_or(|(best, _)| deadline < best) {
+                    best = Some((deadline, key));
+                }
+            }
+        }
+        best.map(|(_, key)| key as usize)
+    }
+
+    /// Slots the slab has room for without reallocating.
+    pub(crate) fn capacity(&self) -> usize {
+        self.entries.capacity()
+    }
+
+    /// Makes room for `additional` more entries.
+    pub(crate) fn reserve(&mut self, additional: usize) {
+        self.entries.reserve(additional);
+    }
+
+    /// Gives back unused slab memory.
+    pub(crate) fn shrink_to_fit(&mut self) {
+        self.entries.shrink_to_fit();
+    }
+
+    /// Removes every entry; the wheel's time and levels stay.
+    pub(crate) fn clear(&mut self) {
+        self.entries.clear();
+        for bucket in &mut self.buckets {
+            *bucket = Bucket::default();
+        }
+        self.queue = BucketQueue::default();
+        self.ready = List::default();
+    }
+
     /// Calls `f` with every entry's value, pending or fired.
     pub(crate) fn for_each_value(&mut self, mut f: impl FnMut(&mut T)) {
         for (_, entry) in self.entries.iter_mut() {

@@ -270,6 +270,18 @@ fn check_against_oracle(wheel_size: usize, ops: &[Op]) {
             assert!(*wheel.value_mut(key) <= now);
         }
         assert_eq!(wheel.len(), pending.len() + fired.len(), "entry lost");
+        // peek_earliest: a ready entry while any is ready, else a pending one with the
+        // smallest deadline.
+        let ready: Vec<usize> = wheel
+            .ready
+            .iter(&wheel.entries)
+            .map(|k| k as usize)
+            .collect();
+        match wheel.peek_earliest() {
+            Some(key) if !ready.is_empty() => assert_eq!(key, ready[0]),
+            Some(key) => assert_eq!(Some(&pending[&key]), pending.values().min()),
+            None => assert!(ready.is_empty() && pending.is_empty()),
+        }
         wheel.check_invariants();
         // Hand out the ready list now and then, as the driver does.
         if now % 3 == 0 {
