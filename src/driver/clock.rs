@@ -6,8 +6,9 @@
 //!
 //! The clock is tokio's [`Instant::now`], so a paused tokio clock (`tokio::time::pause`,
 //! `advance`, `start_paused`) is the timer's clock too, wherever the tokio runtime that
-//! owns it is the current one.
+//! owns it is the current one; or a manual clock that moves only when told to.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -29,22 +30,47 @@ pub(crate) fn deadline_after(now: Instant, duration: Duration) -> Instant {
         .unwrap_or(now)
 }
 
-/// Converts between `Instant`s and the ticks of one wheel.
+/// Converts between `Instant`s and the ticks of one wheel, and tells the time.
 #[derive(Debug)]
 pub(crate) struct Clock {
     origin: Instant,
     tick_nanos: u64,
+    /// `None`: tokio's clock. `Some`: a manual clock, this many nanoseconds past `origin`.
+    manual_nanos: Option<AtomicU64>,
 }
 
 impl Clock {
-    /// A clock whose tick 0 is now. `tick` must not be zero.
-    pub(crate) fn new(tick: Duration) -> Self {
+    /// A clock whose tick 0 is now. `tick` must not be zero. A manual clock starts at
+    /// tokio's now and then moves only by [`advance_to`](Self::advance_to).
+    pub(crate) fn new(tick: Duration, manual: bool) -> Self {
         let tick_nanos = u64::try_from(tick.as_nanos()).unwrap_or(u64::MAX);
         debug_assert!(tick_nanos > 0, "zero tick");
         Clock {
             origin: Instant::now(),
             tick_nanos: tick_nanos.max(1),
+            manual_nanos: manual.then(|| AtomicU64::new(0)),
         }
+    }
+
+    /// The current instant on this clock.
+    pub(crate) fn now(&self) -> Instant {
+        match &self.manual_nanos {
+            None => Instant::now(),
+            Some(nanos) => self.origin + Duration::from_nanos(nanos.load(Ordering::Acquire)),
+        }
+    }
+
+    /// Moves a manual clock forward to `instant` (never back); returns `false` for tokio's
+    /// clock, which this cannot move. The offset saturates at `u64::MAX` nanoseconds
+    /// (584 years).
+    pub(crate) fn advance_to(&self, instant: Instant) -> bool {
+        let Some(nanos) = &self.manual_nanos else {
+            return false;
+        };
+        let target = instant.saturating_duration_since(self.origin).as_nanos();
+        let target = u64::try_from(target).unwrap_or(u64::MAX);
+        nanos.fetch_max(target, Ordering::AcqRel);
+        true
     }
 
     pub(crate) fn tick(&self) -> Duration {
@@ -59,7 +85,7 @@ impl Clock {
 
     /// The current tick: rounded down.
     pub(crate) fn now_tick(&self) -> u64 {
-        let since = Instant::now().saturating_duration_since(self.origin);
+        let since = self.now().saturating_duration_since(self.origin);
         ticks(since, self.tick_nanos, Rounding::Down)
     }
 
@@ -132,7 +158,7 @@ mod tests {
 
     #[test]
     fn round_trip_never_lands_before_the_deadline() {
-        let clock = Clock::new(Duration::from_micros(700));
+        let clock = Clock::new(Duration::from_micros(700), false);
         for offset in [0, 1, 699_999, 700_000, 700_001, 123_456_789] {
             let deadline = clock.origin + Duration::from_nanos(offset);
             let tick = clock.deadline_tick(deadline);
@@ -142,11 +168,23 @@ mod tests {
     }
 
     #[test]
+    fn a_manual_clock_moves_only_forward_and_only_when_told() {
+        let clock = Clock::new(Duration::from_millis(1), true);
+        let start = clock.now();
+        assert_eq!(clock.now(), start);
+        assert!(clock.advance_to(start + Duration::from_millis(5)));
+        assert_eq!(clock.now_tick(), 5);
+        assert!(clock.advance_to(start + Duration::from_millis(2)));
+        assert_eq!(clock.now() - start, Duration::from_millis(5), "never back");
+        assert!(!Clock::new(Duration::from_millis(1), false).advance_to(start));
+    }
+
+    #[test]
     fn deadline_after_saturates_instead_of_panicking() {
         let now = Instant::now();
         assert!(deadline_after(now, Duration::MAX) > now + Duration::from_secs(86_400 * 365 * 100));
         assert_eq!(deadline_after(now, Duration::ZERO), now);
-        let clock = Clock::new(Duration::from_nanos(1));
+        let clock = Clock::new(Duration::from_nanos(1), false);
         assert!(clock.instant_at(u64::MAX) > clock.origin);
     }
 }

@@ -37,6 +37,7 @@ use clock::Clock;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, PoisonError};
 use std::task::{Poll, Waker};
+use tokio::time::Instant;
 
 // Under `--cfg tickless_loom` the lock and the flag are loom's, so the loom tests below
 // explore every interleaving of the real protocol.
@@ -68,6 +69,8 @@ pub(crate) enum Running {
     Thread,
     /// The runtime whose task drove it has shut down; a thread takes over on next use.
     Stopped,
+    /// No driver: a manual clock, moved and fired by [`Shared::advance_manual`].
+    Manual,
 }
 
 /// Counts of what the driver and the wheel have done, and what they hold.
@@ -256,6 +259,17 @@ impl Shared {
             state.driver_waker = Some(driver_waker.clone());
         }
         next
+    }
+
+    /// Moves a manual clock to `instant` and fires everything due, waking the wakers, before
+    /// it returns. Returns `false` if the clock is not manual. Concurrent calls are safe:
+    /// the clock only moves forward and each turn fires what is due at its own reading.
+    pub(crate) fn advance_manual(&self, instant: Instant) -> bool {
+        if !self.clock.advance_to(instant) {
+            return false;
+        }
+        self.turn(Waker::noop(), &mut Vec::new());
+        true
     }
 
     /// Called when the task driver's future is dropped (its runtime shut down, or the task

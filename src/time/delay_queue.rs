@@ -116,7 +116,7 @@ impl<T> DelayQueue<T> {
 
     /// An empty queue with room for `capacity` items, on `timer`: its tick and its driver.
     pub fn with_timer(timer: Timer, capacity: usize) -> DelayQueue<T> {
-        let delay = timer.sleep_until(far_future());
+        let delay = timer.sleep(Duration::MAX);
         let mut wheel = Wheel::new(64);
         wheel.reserve(capacity);
         DelayQueue {
@@ -134,7 +134,7 @@ impl<T> DelayQueue<T> {
 
     /// Inserts `value`, to expire `timeout` from now. Any duration is accepted.
     pub fn insert(&mut self, value: T, timeout: Duration) -> Key {
-        self.insert_at(value, deadline_after(Instant::now(), timeout))
+        self.insert_at(value, deadline_after(self.clock().now(), timeout))
     }
 
     /// Inserts `value`, to expire at `deadline`. A past deadline expires on the next poll.
@@ -184,7 +184,7 @@ impl<T> DelayQueue<T> {
     /// If the key is stale.
     #[track_caller]
     pub fn reset(&mut self, key: &Key, timeout: Duration) {
-        self.reset_at(key, deadline_after(Instant::now(), timeout));
+        self.reset_at(key, deadline_after(self.clock().now(), timeout));
     }
 
     /// Gives the item of `key` a new deadline.
@@ -311,10 +311,6 @@ impl<T> DelayQueue<T> {
             Placed::Pending { .. } => {}
         }
     }
-}
-
-fn far_future() -> Instant {
-    deadline_after(Instant::now(), Duration::MAX)
 }
 
 impl<T> Default for DelayQueue<T> {

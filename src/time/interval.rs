@@ -126,7 +126,7 @@ impl Interval {
     pub fn poll_tick(&mut self, cx: &mut Context<'_>) -> Poll<Instant> {
         ready!(Pin::new(&mut self.delay).poll(cx));
         let scheduled = self.delay.deadline();
-        let now = Instant::now();
+        let now = self.delay.now();
         let next = if now > scheduled + MISSED_AFTER {
             self.missed_tick_behavior
                 .next_tick(scheduled, now, self.period)
@@ -146,12 +146,13 @@ impl Interval {
 
     /// Makes the next tick due now.
     pub fn reset_immediately(&mut self) {
-        Pin::new(&mut self.delay).reset(Instant::now());
+        let now = self.delay.now();
+        Pin::new(&mut self.delay).reset(now);
     }
 
     /// Makes the next tick due `after` from now.
     pub fn reset_after(&mut self, after: Duration) {
-        let next = deadline_after(Instant::now(), after);
+        let next = deadline_after(self.delay.now(), after);
         Pin::new(&mut self.delay).reset(next);
     }
 

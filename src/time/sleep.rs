@@ -111,6 +111,11 @@ impl Sleep {
         }
     }
 
+    /// The current instant on this sleep's timer.
+    pub(crate) fn now(&self) -> Instant {
+        self.timer.shared.clock.now()
+    }
+
     /// The wheel key, if this sleep is registered.
     fn key(&self) -> Option<usize> {
         (self.state < DUE).then_some(self.state)
@@ -154,7 +159,7 @@ impl Sleep {
             None => this.state = UNREGISTERED,
             Some(key) => {
                 let shared = &this.timer.shared;
-                if deadline <= Instant::now() {
+                if deadline <= shared.clock.now() {
                     // Fire now: cancel, and wake the waiting task so it polls and completes.
                     if !shared.reset(key, 0) {
                         this.state = ELAPSED;
@@ -176,7 +181,7 @@ impl Future for Sleep {
         let poll = match this.state {
             ELAPSED => return Poll::Ready(()),
             DUE => Poll::Ready(()),
-            UNREGISTERED if this.deadline <= Instant::now() => Poll::Ready(()),
+            UNREGISTERED if this.deadline <= shared.clock.now() => Poll::Ready(()),
             UNREGISTERED | FRESH => {
                 match shared.register(shared.clock.deadline_tick(this.deadline), cx.waker()) {
                     Registered::Pending(key) => {

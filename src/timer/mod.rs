@@ -97,6 +97,58 @@ impl Timer {
         Arc::ptr_eq(&self.shared, &other.shared)
     }
 
+    /// The current instant on this timer's clock: tokio's `Instant::now()`, or for a
+    /// [manual clock](Builder::manual_clock), where [`advance`](Self::advance) has put it.
+    pub fn now(&self) -> Instant {
+        self.shared.clock.now()
+    }
+
+    /// Moves this timer's [manual clock](Builder::manual_clock) forward by `duration` and
+    /// fires every timer now due. When it returns, each fired timer's waker has been
+    /// woken; the woken tasks run when their executor gets to them.
+    ///
+    /// Works the same on any runtime flavour and any executor: unlike tokio's paused
+    /// clock, a manual clock is not tied to a current-thread runtime.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tickless::Timer;
+    ///
+    /// let timer = Timer::builder().manual_clock().build().unwrap();
+    /// let mut sleep = timer.sleep(Duration::from_secs(3600));
+    /// let waker = std::task::Waker::noop();
+    /// let mut cx = std::task::Context::from_waker(waker);
+    /// assert!(std::pin::Pin::new(&mut sleep).poll(&mut cx).is_pending());
+    /// timer.advance(Duration::from_secs(3600));
+    /// assert!(sleep.is_elapsed());
+    /// # use std::future::Future;
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// If this timer's clock is not manual: only a manual clock can be moved.
+    #[track_caller]
+    pub fn advance(&self, duration: Duration) {
+        let to = driver::clock::deadline_after(self.now(), duration);
+        self.advance_to(to);
+    }
+
+    /// Moves this timer's [manual clock](Builder::manual_clock) forward to `instant` (an
+    /// earlier instant leaves it where it is) and fires every timer now due, as
+    /// [`advance`](Self::advance) does.
+    ///
+    /// # Panics
+    ///
+    /// If this timer's clock is not manual.
+    #[track_caller]
+    pub fn advance_to(&self, instant: Instant) {
+        assert!(
+            self.shared.advance_manual(instant),
+            "Timer::advance needs a manual clock: build the timer with Timer::builder().manual_clock(), \
+             or move tokio's clock with tokio::time::advance under a paused runtime"
+        );
+    }
+
     /// The tick: the resolution of this timer's deadlines.
     pub fn tick(&self) -> Duration {
         self.shared.clock.tick()
@@ -105,7 +157,7 @@ impl Timer {
     /// A future that completes `duration` from now on this timer.
     /// See [`sleep`](crate::sleep).
     pub fn sleep(&self, duration: Duration) -> Sleep {
-        Sleep::after(self.clone(), Instant::now(), duration)
+        Sleep::after(self.clone(), self.now(), duration)
     }
 
     /// A future that completes at `deadline` on this timer.
@@ -138,7 +190,7 @@ impl Timer {
     /// If `period` is zero; [`try_interval`](Self::try_interval) returns an error instead.
     #[track_caller]
     pub fn interval(&self, period: Duration) -> Interval {
-        self.interval_at(Instant::now(), period)
+        self.interval_at(self.now(), period)
     }
 
     /// An interval ticking at `start`, then every `period`, on this timer.
@@ -161,7 +213,7 @@ impl Timer {
 
     /// [`interval`](Self::interval), with an error instead of a panic for a zero period.
     pub fn try_interval(&self, period: Duration) -> Result<Interval, ZeroPeriod> {
-        self.try_interval_at(Instant::now(), period)
+        self.try_interval_at(self.now(), period)
     }
 
     /// [`interval_at`](Self::interval_at), with an error instead of a panic for a zero
@@ -259,6 +311,7 @@ pub struct Builder {
     tick: Duration,
     wheel_size: usize,
     driver: Option<Driver>,
+    manual_clock: bool,
 }
 
 impl Default for Builder {
@@ -274,7 +327,19 @@ impl Builder {
             tick: Duration::from_millis(1),
             wheel_size: 64,
             driver: None,
+            manual_clock: false,
         }
+    }
+
+    /// A manual clock: the timer's time starts at tokio's now and moves only when
+    /// [`Timer::advance`] or [`Timer::advance_to`] is called, which fire what has come
+    /// due before returning. Such a timer has no driver, needs no runtime, and works the
+    /// same on a multi-thread runtime, under `block_on`, or across plain threads:
+    /// deterministic virtual time where tokio's paused clock cannot go. Cannot be combined
+    /// with [`driver`](Self::driver).
+    pub fn manual_clock(mut self) -> Builder {
+        self.manual_clock = true;
+        self
     }
 
     /// The width of a level-0 bucket: deadlines are rounded up to it. Must not be zero.
@@ -312,6 +377,15 @@ impl Builder {
         if !(2..=MAX_WHEEL_SIZE).contains(&self.wheel_size) || !self.wheel_size.is_power_of_two() {
             return Err(BuildError(ErrorKind::WheelSize(self.wheel_size)));
         }
+        if self.manual_clock {
+            if let Some(driver) = self.driver {
+                return Err(BuildError(ErrorKind::ManualWithDriver(driver)));
+            }
+            let clock = Clock::new(self.tick, true);
+            let shared = Arc::new(Shared::new(clock, self.wheel_size));
+            shared.set_running(driver::Running::Manual);
+            return Ok(Timer { shared });
+        }
         let runtime = Handle::try_current().ok();
         let driver = match (self.driver, &runtime) {
             (Some(Driver::Thread), _) => Driver::Thread,
@@ -323,7 +397,7 @@ impl Builder {
             (Some(Driver::Task), Some(_)) => Driver::Task,
             (None, _) => Driver::Thread,
         };
-        let shared = Arc::new(Shared::new(Clock::new(self.tick), self.wheel_size));
+        let shared = Arc::new(Shared::new(Clock::new(self.tick, false), self.wheel_size));
         match (driver, runtime) {
             (Driver::Task, Some(handle)) => driver::spawn_task(&shared, &handle),
             _ => shared
@@ -356,6 +430,7 @@ enum ErrorKind {
     NoRuntime,
     TimeDisabled,
     Thread(String),
+    ManualWithDriver(Driver),
 }
 
 impl BuildError {
@@ -373,6 +448,11 @@ impl BuildError {
     /// time enabled.
     pub fn is_no_runtime(&self) -> bool {
         matches!(self.0, ErrorKind::NoRuntime | ErrorKind::TimeDisabled)
+    }
+
+    /// A driver was asked for along with a manual clock, which has none.
+    pub fn is_manual_with_driver(&self) -> bool {
+        matches!(self.0, ErrorKind::ManualWithDriver(_))
     }
 
     /// The operating system would not start a driver thread.
@@ -398,6 +478,10 @@ impl fmt::Display for BuildError {
                 "invalid driver Task: the current tokio runtime has no time driver; call enable_time on its builder or use Driver::Thread"
             ),
             ErrorKind::Thread(error) => write!(f, "failed to start the driver thread: {error}"),
+            ErrorKind::ManualWithDriver(driver) => write!(
+                f,
+                "invalid driver {driver:?} with manual_clock: a manual clock has no driver; Timer::advance fires timers"
+            ),
         }
     }
 }
