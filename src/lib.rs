@@ -15,6 +15,16 @@
 //!   `#[tokio::test(start_paused = true)]` drive it;
 //! - [`Sleep`] is `Unpin` and 32 bytes.
 //!
+//! # Switching from `tokio::time`
+//!
+//! The crate root mirrors `tokio::time`: `sleep`, `sleep_until`, `Sleep`, `timeout`,
+//! `timeout_at`, `Timeout`, `interval`, `interval_at`, `Interval`, `MissedTickBehavior`,
+//! `Instant`, `Duration` and `error::Elapsed` have the same names, signatures and meaning,
+//! so code written against `tokio::time` compiles against tickless by changing only its
+//! `use` lines (`use tokio::time::{...}` becomes `use tickless::{...}`, and
+//! `use tokio::time;` becomes `use tickless as time;`). `DelayQueue` and its
+//! `delay_queue::{Key, Expired}` mirror `tokio_util::time`.
+//!
 //! # Which timer
 //!
 //! The free functions use [`Timer::current`]: an [entered](Timer::enter) timer, else the
@@ -44,6 +54,9 @@ mod time;
 mod timer;
 mod wheel;
 
+/// `std::time::Duration`, re-exported as `tokio::time` does, so that a `use` line naming
+/// `tokio::time::{Duration, ...}` switches over unchanged.
+pub use std::time::Duration;
 pub use time::delay_queue::{self, DelayQueue};
 pub use time::error;
 pub use time::{

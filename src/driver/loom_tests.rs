@@ -22,7 +22,7 @@ fn shared() -> Arc<Shared> {
 }
 
 fn register(shared: &Arc<Shared>, deadline_tick: u64) -> usize {
-    match shared.register(deadline_tick, Waker::noop()) {
+    match shared.register(deadline_tick, Some(Waker::noop())) {
         Registered::Pending(key) => key,
         Registered::Elapsed => panic!("tick {deadline_tick} is not due"),
     }

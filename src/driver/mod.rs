@@ -139,12 +139,17 @@ impl Shared {
         self.stopped.load(Ordering::Acquire)
     }
 
-    /// Registers a timer due at `deadline_tick`, to wake `waker`.
-    pub(crate) fn register(self: &Arc<Self>, deadline_tick: u64, waker: &Waker) -> Registered {
-        let waker = waker.clone();
+    /// Registers a timer due at `deadline_tick`, to wake `waker` (none yet: the first poll
+    /// stores one).
+    pub(crate) fn register(
+        self: &Arc<Self>,
+        deadline_tick: u64,
+        waker: Option<&Waker>,
+    ) -> Registered {
+        let waker = waker.cloned();
         let mut state = self.lock();
         self.ensure_driver(&mut state);
-        let (key, placed) = state.wheel.insert(deadline_tick, Some(waker));
+        let (key, placed) = state.wheel.insert(deadline_tick, waker);
         match placed {
             Placed::Ready => {
                 let waker = state.wheel.try_remove(key);

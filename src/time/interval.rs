@@ -133,9 +133,9 @@ impl Interval {
         } else {
             deadline_after(scheduled, self.period)
         };
-        // The delay has completed, so this only stores the deadline: the next poll
-        // registers it (or completes at once, when bursting).
-        Pin::new(&mut self.delay).reset(next);
+        // The delay has completed: store the deadline only. The next poll registers it, or
+        // completes at once when bursting.
+        self.delay.reset_unregistered(next);
         Poll::Ready(scheduled)
     }
 

@@ -111,6 +111,17 @@ impl Sleep {
         }
     }
 
+    /// Sets the deadline of a completed (or never polled) sleep without registering it:
+    /// the next poll does, or completes at once if the deadline has passed. For
+    /// `Interval`, whose next tick is polled right away (tokio does the same).
+    pub(crate) fn reset_unregistered(&mut self, deadline: Instant) {
+        if let Some(key) = self.key() {
+            self.timer.shared.cancel(key);
+        }
+        self.deadline = deadline;
+        self.state = UNREGISTERED;
+    }
+
     /// The current instant on this sleep's timer.
     pub(crate) fn now(&self) -> Instant {
         self.timer.shared.clock.now()
@@ -138,7 +149,8 @@ impl Sleep {
     /// Moves the deadline, before or after completion, keeping the registration and the
     /// waker: a task waiting on this `Sleep` is woken at the new deadline, or at once if
     /// it has already passed. After completion, the `Sleep` is pending again until the new
-    /// deadline.
+    /// deadline. As in tokio, a reset registers the timer even if it was never polled, so
+    /// [`is_elapsed`](Self::is_elapsed) turns `true` when the new deadline passes.
     ///
     /// ```
     /// use std::pin::Pin;
@@ -156,7 +168,14 @@ impl Sleep {
         let this = self.get_mut();
         this.deadline = deadline;
         match this.key() {
-            None => this.state = UNREGISTERED,
+            None => {
+                let shared = &this.timer.shared;
+                let tick = shared.clock.deadline_tick(deadline);
+                this.state = match shared.register(tick, None) {
+                    Registered::Pending(key) => key,
+                    Registered::Elapsed => ELAPSED,
+                };
+            }
             Some(key) => {
                 let shared = &this.timer.shared;
                 if deadline <= shared.clock.now() {
@@ -183,7 +202,8 @@ impl Future for Sleep {
             DUE => Poll::Ready(()),
             UNREGISTERED if this.deadline <= shared.clock.now() => Poll::Ready(()),
             UNREGISTERED | FRESH => {
-                match shared.register(shared.clock.deadline_tick(this.deadline), cx.waker()) {
+                let tick = shared.clock.deadline_tick(this.deadline);
+                match shared.register(tick, Some(cx.waker())) {
                     Registered::Pending(key) => {
                         this.state = key;
                         Poll::Pending
