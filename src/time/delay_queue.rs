@@ -227,7 +227,11 @@ impl<T> DelayQueue<T> {
     /// empty, `Pending` until the next item expires (the task is then woken).
     pub fn poll_expired(&mut self, cx: &mut Context<'_>) -> Poll<Option<Expired<T>>> {
         loop {
-            self.wheel.advance(self.clock().now_tick());
+            // Items found due by the last advance are handed out first, without a clock
+            // read: one advance moves everything due at that moment, so none is skipped.
+            if self.wheel.ready_is_empty() {
+                self.wheel.advance(self.clock().now_tick());
+            }
             if let Some((index, _)) = self.wheel.pop_ready() {
                 let slot = self.wheel.try_remove(index).expect("a ready entry is held");
                 let key = Key {

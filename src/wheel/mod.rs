@@ -291,6 +291,11 @@ impl<T> Wheel<T> {
         }
     }
 
+    /// Whether the ready list is empty.
+    pub(crate) fn ready_is_empty(&self) -> bool {
+        self.ready.is_empty()
+    }
+
     /// Takes the oldest entry of the ready list and marks it fired. The entry stays in the
     /// wheel until it is removed, so its key is not reused while its owner may look at it.
     pub(crate) fn pop_ready(&mut self) -> Option<(usize, &mut T)> {
