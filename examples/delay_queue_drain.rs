@@ -40,6 +40,25 @@ fn deadlines(count: u64, start: Instant) -> impl Iterator<Item = Instant> {
     (0..count).map(move |i| start + OFFSET + Duration::from_micros(spread(i, micros)))
 }
 
+/// Drains `queue`, whose items are their own deadlines: lateness of each, and how many
+/// came out early.
+async fn drain<Q, E>(
+    mut queue: Q,
+    deadline: impl Fn(&E) -> Instant,
+    count: u64,
+) -> (Vec<Duration>, u64)
+where
+    Q: futures::Stream<Item = E> + Unpin,
+{
+    let (mut lateness, mut early) = (Vec::with_capacity(count as usize), 0);
+    while let Some(expired) = queue.next().await {
+        let (now, deadline) = (Instant::now(), deadline(&expired));
+        early += u64::from(now < deadline);
+        lateness.push(now.saturating_duration_since(deadline));
+    }
+    (lateness, early)
+}
+
 fn main() {
     let count = std::env::args()
         .nth(1)
@@ -58,12 +77,7 @@ fn main() {
             queue.insert_at(deadline, deadline);
         }
         let insert = start.elapsed();
-        let (mut lateness, mut early) = (Vec::with_capacity(count as usize), 0);
-        while let Some(expired) = queue.next().await {
-            let now = Instant::now();
-            early += u64::from(now < expired.deadline());
-            lateness.push(now.saturating_duration_since(expired.deadline()));
-        }
+        let (lateness, early) = drain(queue, |expired| *expired.get_ref(), count).await;
         let drained = lateness.len() as u64;
         report("tickless", start, insert, lateness, early);
         drained == count && early == 0
@@ -76,12 +90,7 @@ fn main() {
             queue.insert_at(deadline, deadline);
         }
         let insert = start.elapsed();
-        let (mut lateness, mut early) = (Vec::with_capacity(count as usize), 0);
-        while let Some(expired) = queue.next().await {
-            let now = Instant::now();
-            early += u64::from(now < *expired.get_ref());
-            lateness.push(now.saturating_duration_since(*expired.get_ref()));
-        }
+        let (lateness, early) = drain(queue, |expired| *expired.get_ref(), count).await;
         report("tokio-util", start, insert, lateness, early);
     });
     if !ok {
