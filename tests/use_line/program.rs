@@ -12,24 +12,27 @@ pub async fn run() -> Vec<(u64, &'static str)> {
     heartbeat.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let shutdown = sleep(Duration::from_millis(100));
     tokio::pin!(shutdown);
-    let mut deadline_moved = false;
+    let work = timeout(Duration::from_millis(25), sleep(Duration::from_millis(40)));
+    tokio::pin!(work);
+    let mut working = true;
 
     loop {
+        // `biased`: when two branches are ready at the same instant, poll in this order
+        // (select! otherwise picks at random, which no two runs would agree on).
         tokio::select! {
+            biased;
             () = &mut shutdown => {
                 events.push(at("shutdown"));
                 break;
             }
-            _ = heartbeat.tick() => events.push(at("heartbeat")),
-            result = timeout(Duration::from_millis(25), sleep(Duration::from_millis(40))) => {
+            result = &mut work, if working => {
+                working = false;
                 let result: Result<(), error::Elapsed> = result;
                 events.push(at(if result.is_ok() { "work done" } else { "work timed out" }));
-                if !deadline_moved {
-                    deadline_moved = true;
-                    shutdown.as_mut().reset(Instant::now() + Duration::from_millis(30));
-                    events.push(at("shutdown moved"));
-                }
+                shutdown.as_mut().reset(Instant::now() + Duration::from_millis(30));
+                events.push(at("shutdown moved"));
             }
+            _ = heartbeat.tick() => events.push(at("heartbeat")),
         }
     }
     let late = timeout_at(Instant::now() + Duration::from_millis(5), std::future::pending::<()>()).await;
