@@ -252,3 +252,37 @@ fn task_driver_in_a_runtime_without_time_is_an_error_and_the_default_falls_back(
         Timer::new().sleep(MS).await;
     });
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_thread_driven_timer_keeps_real_time_inside_a_paused_runtime() {
+    // Its clock is fixed when it is built: the real one, even when read from a paused
+    // runtime, whose clock may be behind real time or, after `advance`, far ahead of it.
+    tokio::time::advance(Duration::from_secs(3600)).await;
+    let timer = Timer::builder().driver(Driver::Thread).build().unwrap();
+    let wall = std::time::Instant::now();
+    let start = timer.now();
+    timer.sleep(20 * MS).await;
+    assert!(timer.now() - start >= 20 * MS);
+    assert!(wall.elapsed() >= 20 * MS, "never early in real time");
+}
+
+#[test]
+fn is_elapsed_alone_sees_a_timer_fire_after_its_runtime_shut_down() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let (timer, mut sleep) = runtime.block_on(async {
+        let timer = Timer::new();
+        (timer.clone(), timer.sleep(Duration::from_secs(3600)))
+    });
+    // Reset registers it (with no waker: it is never polled).
+    Pin::new(&mut sleep).reset(timer.now() + 10 * MS);
+    drop(runtime);
+    let give_up = std::time::Instant::now() + Duration::from_secs(10);
+    while !sleep.is_elapsed() {
+        assert!(std::time::Instant::now() < give_up, "never fired");
+        std::thread::yield_now();
+    }
+    assert!(timer.now() >= sleep.deadline());
+}

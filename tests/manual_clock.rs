@@ -141,3 +141,31 @@ fn a_manual_clock_with_a_driver_is_a_configuration_error() {
     assert!(error.is_manual_with_driver());
     assert!(error.to_string().contains("manual_clock"), "{error}");
 }
+
+#[test]
+fn advance_fires_deadlines_between_ticks_exactly_by_default() {
+    let timer = manual();
+    assert_eq!(timer.tick(), Duration::from_nanos(1));
+    let mut sleep = timer.sleep(Duration::from_micros(1500));
+    let waker = std::task::Waker::noop();
+    let mut cx = std::task::Context::from_waker(waker);
+    assert!(Pin::new(&mut sleep).poll(&mut cx).is_pending());
+    timer.advance(Duration::from_micros(1499));
+    assert!(!sleep.is_elapsed());
+    timer.advance(Duration::from_micros(1));
+    assert!(sleep.is_elapsed(), "due at exactly 1.5 ms");
+    assert!(Pin::new(&mut sleep).poll(&mut cx).is_ready());
+}
+
+#[test]
+fn with_a_coarser_tick_deadlines_round_up_to_it() {
+    let timer = Timer::builder().manual_clock().tick(MS).build().unwrap();
+    let mut sleep = timer.sleep(Duration::from_micros(1500));
+    let waker = std::task::Waker::noop();
+    let mut cx = std::task::Context::from_waker(waker);
+    assert!(Pin::new(&mut sleep).poll(&mut cx).is_pending());
+    timer.advance(Duration::from_micros(1500));
+    assert!(!sleep.is_elapsed(), "rounded up to the 2 ms tick");
+    timer.advance(Duration::from_micros(500));
+    assert!(sleep.is_elapsed());
+}

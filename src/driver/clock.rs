@@ -4,11 +4,13 @@
 //! rounding **up** and "now" by rounding **down**, so an entry that fires at
 //! `deadline_tick <= now_tick` never fires before its deadline. All arithmetic saturates.
 //!
-//! The clock is tokio's [`Instant::now`], so a paused tokio clock (`tokio::time::pause`,
-//! `advance`, `start_paused`) is the timer's clock too, wherever the tokio runtime that
-//! owns it is the current one; or a manual clock that moves only when told to.
+//! Where the time comes from is fixed when the timer is built ([`Source`]): tokio's
+//! [`Instant::now`] for a timer driven by a task (so a paused tokio clock, `advance` and
+//! `start_paused` are its clock too, read from that runtime's tasks); the real clock for
+//! a timer driven by a thread, whatever runtime the caller is in; or a manual clock that
+//! moves only when told to.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -30,46 +32,85 @@ pub(crate) fn deadline_after(now: Instant, duration: Duration) -> Instant {
         .unwrap_or(now)
 }
 
+/// Where a clock reads the time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum Source {
+    /// `tokio::time::Instant::now()`: the paused clock of the runtime current on the
+    /// calling thread, if it has one. For timers driven by a task of that runtime.
+    Tokio = 0,
+    /// The real, monotonic clock, whatever runtime the caller is in. For timers driven by
+    /// a thread, and for a task timer whose runtime has shut down.
+    Real = 1,
+    /// Moved only by [`Clock::advance_to`].
+    Manual = 2,
+}
+
 /// Converts between `Instant`s and the ticks of one wheel, and tells the time.
 #[derive(Debug)]
 pub(crate) struct Clock {
     origin: Instant,
     tick_nanos: u64,
-    /// `None`: tokio's clock. `Some`: a manual clock, this many nanoseconds past `origin`.
-    manual_nanos: Option<AtomicU64>,
+    /// A [`Source`]; changes only from `Tokio` to `Real` (see [`Clock::use_real_clock`]).
+    source: AtomicU8,
+    /// For [`Source::Manual`]: nanoseconds past `origin`.
+    manual_nanos: AtomicU64,
+}
+
+fn real_now() -> Instant {
+    Instant::from_std(std::time::Instant::now())
 }
 
 impl Clock {
-    /// A clock whose tick 0 is now. `tick` must not be zero. A manual clock starts at
-    /// tokio's now and then moves only by [`advance_to`](Self::advance_to).
-    pub(crate) fn new(tick: Duration, manual: bool) -> Self {
+    /// A clock whose tick 0 is now on `source`. `tick` must not be zero. A manual clock
+    /// starts at tokio's now and then moves only by [`advance_to`](Self::advance_to).
+    pub(crate) fn new(tick: Duration, source: Source) -> Self {
         let tick_nanos = u64::try_from(tick.as_nanos()).unwrap_or(u64::MAX);
         debug_assert!(tick_nanos > 0, "zero tick");
+        let origin = match source {
+            Source::Tokio | Source::Manual => Instant::now(),
+            Source::Real => real_now(),
+        };
         Clock {
-            origin: Instant::now(),
+            origin,
             tick_nanos: tick_nanos.max(1),
-            manual_nanos: manual.then(|| AtomicU64::new(0)),
+            source: AtomicU8::new(source as u8),
+            manual_nanos: AtomicU64::new(0),
         }
     }
 
     /// The current instant on this clock.
     pub(crate) fn now(&self) -> Instant {
-        match &self.manual_nanos {
-            None => Instant::now(),
-            Some(nanos) => self.origin + Duration::from_nanos(nanos.load(Ordering::Acquire)),
+        match self.source.load(Ordering::Relaxed) {
+            0 => Instant::now(),
+            1 => real_now(),
+            _ => self.origin + Duration::from_nanos(self.manual_nanos.load(Ordering::Acquire)),
         }
     }
 
-    /// Moves a manual clock forward to `instant` (never back); returns `false` for tokio's
-    /// clock, which this cannot move. The offset saturates at `u64::MAX` nanoseconds
+    /// Switches a tokio clock to the real one: its runtime has shut down, so there is no
+    /// paused clock left to follow. A clock that was paused and moved by hand keeps its
+    /// instants but now advances with real time, so deadlines set in virtual time may
+    /// come sooner or later than they would have there.
+    pub(crate) fn use_real_clock(&self) {
+        let _ = self.source.compare_exchange(
+            Source::Tokio as u8,
+            Source::Real as u8,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
+    }
+
+    /// Moves a manual clock forward to `instant` (never back); returns `false` for any
+    /// other clock, which this cannot move. The offset saturates at `u64::MAX` nanoseconds
     /// (584 years).
     pub(crate) fn advance_to(&self, instant: Instant) -> bool {
-        let Some(nanos) = &self.manual_nanos else {
+        if self.source.load(Ordering::Relaxed) != Source::Manual as u8 {
             return false;
-        };
+        }
         let target = instant.saturating_duration_since(self.origin).as_nanos();
         let target = u64::try_from(target).unwrap_or(u64::MAX);
-        nanos.fetch_max(target, Ordering::AcqRel);
+        self.manual_nanos.fetch_max(target, Ordering::AcqRel);
         true
     }
 
@@ -158,7 +199,7 @@ mod tests {
 
     #[test]
     fn round_trip_never_lands_before_the_deadline() {
-        let clock = Clock::new(Duration::from_micros(700), false);
+        let clock = Clock::new(Duration::from_micros(700), Source::Tokio);
         for offset in [0, 1, 699_999, 700_000, 700_001, 123_456_789] {
             let deadline = clock.origin + Duration::from_nanos(offset);
             let tick = clock.deadline_tick(deadline);
@@ -169,14 +210,15 @@ mod tests {
 
     #[test]
     fn a_manual_clock_moves_only_forward_and_only_when_told() {
-        let clock = Clock::new(Duration::from_millis(1), true);
+        let clock = Clock::new(Duration::from_millis(1), Source::Manual);
         let start = clock.now();
         assert_eq!(clock.now(), start);
         assert!(clock.advance_to(start + Duration::from_millis(5)));
         assert_eq!(clock.now_tick(), 5);
         assert!(clock.advance_to(start + Duration::from_millis(2)));
         assert_eq!(clock.now() - start, Duration::from_millis(5), "never back");
-        assert!(!Clock::new(Duration::from_millis(1), false).advance_to(start));
+        assert!(!Clock::new(Duration::from_millis(1), Source::Tokio).advance_to(start));
+        assert!(!Clock::new(Duration::from_millis(1), Source::Real).advance_to(start));
     }
 
     #[test]
@@ -184,7 +226,7 @@ mod tests {
         let now = Instant::now();
         assert!(deadline_after(now, Duration::MAX) > now + Duration::from_secs(86_400 * 365 * 100));
         assert_eq!(deadline_after(now, Duration::ZERO), now);
-        let clock = Clock::new(Duration::from_nanos(1), false);
+        let clock = Clock::new(Duration::from_nanos(1), Source::Tokio);
         assert!(clock.instant_at(u64::MAX) > clock.origin);
     }
 }

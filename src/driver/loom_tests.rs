@@ -18,7 +18,10 @@ impl Wake for Flag {
 }
 
 fn shared() -> Arc<Shared> {
-    Arc::new(Shared::new(Clock::new(Duration::from_millis(1), false), 64))
+    Arc::new(Shared::new(
+        Clock::new(Duration::from_millis(1), clock::Source::Real),
+        64,
+    ))
 }
 
 fn register(shared: &Arc<Shared>, deadline_tick: u64) -> usize {

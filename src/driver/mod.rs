@@ -100,6 +100,8 @@ pub(crate) struct Shared {
     pub(crate) clock: Clock,
     /// Set once the task driver is gone (rule 1).
     stopped: AtomicBool,
+    /// Serialises [`Shared::advance_manual`]; never taken with `state` held.
+    manual_advance: std::sync::Mutex<()>,
 }
 
 /// What a registration found.
@@ -123,6 +125,7 @@ impl Shared {
             }),
             clock,
             stopped: AtomicBool::new(false),
+            manual_advance: std::sync::Mutex::new(()),
         }
     }
 
@@ -189,9 +192,12 @@ impl Shared {
         Poll::Pending
     }
 
-    /// Whether a registered timer has fired.
-    pub(crate) fn has_fired(&self, key: usize) -> bool {
-        self.lock().wheel.has_fired(key)
+    /// Whether a registered timer has fired. Starts the fallback driver if needed, so a
+    /// caller that only ever asks this still sees the timer fire.
+    pub(crate) fn has_fired(self: &Arc<Self>, key: usize) -> bool {
+        let mut state = self.lock();
+        self.ensure_driver(&mut state);
+        state.wheel.has_fired(key)
     }
 
     /// Forgets a registered timer. O(1).
@@ -267,9 +273,14 @@ impl Shared {
     }
 
     /// Moves a manual clock to `instant` and fires everything due, waking the wakers, before
-    /// it returns. Returns `false` if the clock is not manual. Concurrent calls are safe:
-    /// the clock only moves forward and each turn fires what is due at its own reading.
+    /// it returns. Returns `false` if the clock is not manual. Calls are serialised.
     pub(crate) fn advance_manual(&self, instant: Instant) -> bool {
+        // One advance at a time, so that none returns while another is still waking
+        // timers it took from the ready list.
+        let _one_at_a_time = self
+            .manual_advance
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         if !self.clock.advance_to(instant) {
             return false;
         }
@@ -284,6 +295,8 @@ impl Shared {
         let mut state = self.lock();
         state.running = Running::Stopped;
         state.armed = None;
+        // The runtime's (possibly paused) clock is gone with it.
+        self.clock.use_real_clock();
         let old_driver = state.driver_waker.take();
         self.stopped.store(true, Ordering::Release);
         let mut wakers = Vec::new();

@@ -9,7 +9,6 @@ use std::io;
 use std::sync::{Arc, Weak};
 use std::task::{Wake, Waker};
 use std::thread::{self, Thread};
-use tokio::time::Instant;
 
 struct Unparker(Thread);
 
@@ -41,16 +40,12 @@ fn run(shared: Weak<Shared>) {
         };
         let wait = timer
             .turn(&waker, &mut batch)
-            .map(|tick| timer.clock.instant_at(tick));
+            .map(|tick| timer.clock.instant_at(tick) - timer.clock.now());
         drop(timer);
         match wait {
             None => thread::park(),
-            Some(at) => {
-                let now = Instant::now();
-                if at > now {
-                    thread::park_timeout(at - now);
-                }
-            }
+            Some(wait) if !wait.is_zero() => thread::park_timeout(wait),
+            Some(_) => {}
         }
     }
 }

@@ -2,7 +2,7 @@
 //!
 //! Runtime defaults are kept in a process-wide list keyed by tokio's runtime id and held
 //! strongly there, so a runtime's timer (and its driver task) is made once, not once per
-//! `sleep`. Each thread caches the last one it used. An entry whose driver task has
+//! `sleep`. The list's lock is never held while a timer is built or dropped. Each thread caches the last one it used. An entry whose driver task has
 //! stopped (its runtime shut down) is never handed out again and is pruned the next time
 //! the list is searched: tokio may give its id to a new runtime.
 
@@ -75,11 +75,50 @@ fn runtime_default(handle: &Handle) -> Timer {
     if let Some(shared) = cached.filter(|shared| !shared.is_stopped()) {
         return Timer { shared };
     }
+    let timer = match find_or_prune(id) {
+        Some(timer) => timer,
+        None => {
+            // Built with the list unlocked: building probes the runtime (which may run a
+            // panic hook) and spawns the driver, and neither should run under a global lock.
+            let built = {
+                let _enter = handle.enter();
+                // Task driver where the runtime has time enabled, else a driver thread.
+                Timer::new()
+            };
+            let mut defaults = lock_defaults();
+            match defaults.iter().find(|(known, _)| *known == id) {
+                // Another thread built one first: use it, and drop ours unlocked.
+                Some((_, first)) => {
+                    let first = first.clone();
+                    drop(defaults);
+                    drop(built);
+                    first
+                }
+                None => {
+                    defaults.push((id, built.clone()));
+                    built
+                }
+            }
+        }
+    };
+    let weak = Arc::downgrade(&timer.shared);
+    LAST_RUNTIME.with(|last| *last.borrow_mut() = Some((id, weak)));
+    timer
+}
+
+fn lock_defaults() -> std::sync::MutexGuard<'static, Vec<(Id, Timer)>> {
+    RUNTIME_DEFAULTS
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The default timer of runtime `id`, if one is listed; drops the entries of runtimes that
+/// have shut down on the way (outside the lock: a stale timer's last handle drops the
+/// wakers it holds).
+fn find_or_prune(id: Id) -> Option<Timer> {
     let mut stale = Vec::new();
-    let timer = {
-        let mut defaults = RUNTIME_DEFAULTS
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+    let found = {
+        let mut defaults = lock_defaults();
         let mut index = 0;
         while index < defaults.len() {
             if defaults[index].1.shared.is_stopped() {
@@ -88,20 +127,11 @@ fn runtime_default(handle: &Handle) -> Timer {
                 index += 1;
             }
         }
-        match defaults.iter().find(|(known, _)| *known == id) {
-            Some((_, timer)) => timer.clone(),
-            None => {
-                let _enter = handle.enter();
-                // Task driver where the runtime has time enabled, else a driver thread.
-                let timer = Timer::new();
-                defaults.push((id, timer.clone()));
-                timer
-            }
-        }
+        defaults
+            .iter()
+            .find(|(known, _)| *known == id)
+            .map(|(_, timer)| timer.clone())
     };
-    // Dropped outside the lock: a stale timer's last handle drops the wakers it holds.
     drop(stale);
-    let weak = Arc::downgrade(&timer.shared);
-    LAST_RUNTIME.with(|last| *last.borrow_mut() = Some((id, weak)));
-    timer
+    found
 }

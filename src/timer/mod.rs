@@ -4,7 +4,11 @@ mod current;
 
 pub use current::EnterGuard;
 
-use crate::driver::{self, clock::Clock, Shared};
+use crate::driver::{
+    self,
+    clock::{Clock, Source},
+    Shared,
+};
 use crate::time::error::ZeroPeriod;
 use crate::time::{Interval, Sleep, Timeout};
 use std::fmt;
@@ -25,8 +29,9 @@ pub const MAX_WHEEL_SIZE: usize = 1 << 16;
 /// [current](Timer::current) one. Build your own to choose the tick, the wheel size or the
 /// driver, or to keep some timers apart from the others.
 ///
-/// The timer lives while any handle or any [`Sleep`] of it does; its driver ends when it
-/// is gone.
+/// The timer lives while any handle or any [`Sleep`] of it does (a default timer is also
+/// held by the list of defaults, until its runtime shuts down); its driver ends when it is
+/// gone.
 ///
 /// # Examples
 ///
@@ -97,8 +102,10 @@ impl Timer {
         Arc::ptr_eq(&self.shared, &other.shared)
     }
 
-    /// The current instant on this timer's clock: tokio's `Instant::now()`, or for a
-    /// [manual clock](Builder::manual_clock), where [`advance`](Self::advance) has put it.
+    /// The current instant on this timer's clock: tokio's `Instant::now()` for a task
+    /// driver (read in its runtime, so a paused clock counts), the real clock for a thread
+    /// driver, and for a [manual clock](Builder::manual_clock), where
+    /// [`advance`](Self::advance) has put it.
     pub fn now(&self) -> Instant {
         self.shared.clock.now()
     }
@@ -149,7 +156,8 @@ impl Timer {
         );
     }
 
-    /// The tick: the resolution of this timer's deadlines.
+    /// The tick: the resolution of this timer's deadlines (1 ms by default, 1 ns with a
+    /// manual clock).
     pub fn tick(&self) -> Duration {
         self.shared.clock.tick()
     }
@@ -308,7 +316,8 @@ pub enum Driver {
 /// ```
 #[derive(Clone, Debug)]
 pub struct Builder {
-    tick: Duration,
+    /// `None`: 1 ms, or 1 ns with a manual clock.
+    tick: Option<Duration>,
     wheel_size: usize,
     driver: Option<Driver>,
     manual_clock: bool,
@@ -324,7 +333,7 @@ impl Builder {
     /// The defaults: 1 ms tick, 64 buckets per level, driver chosen at build time.
     pub fn new() -> Builder {
         Builder {
-            tick: Duration::from_millis(1),
+            tick: None,
             wheel_size: 64,
             driver: None,
             manual_clock: false,
@@ -333,7 +342,8 @@ impl Builder {
 
     /// A manual clock: the timer's time starts at tokio's now and moves only when
     /// [`Timer::advance`] or [`Timer::advance_to`] is called, which fire what has come
-    /// due before returning. Such a timer has no driver, needs no runtime, and works the
+    /// due before returning. Its tick defaults to 1 ns, so "due" is exact; with a coarser
+    /// [`tick`](Self::tick), deadlines round up to it as on any clock. Such a timer has no driver, needs no runtime, and works the
     /// same on a multi-thread runtime, under `block_on`, or across plain threads:
     /// deterministic virtual time where tokio's paused clock cannot go. Cannot be combined
     /// with [`driver`](Self::driver).
@@ -346,7 +356,7 @@ impl Builder {
     /// A task driver waits with tokio's timer, whose own resolution is 1 ms; ticks below
     /// that pay off with [`Driver::Thread`].
     pub fn tick(mut self, tick: Duration) -> Builder {
-        self.tick = tick;
+        self.tick = Some(tick);
         self
     }
 
@@ -371,7 +381,13 @@ impl Builder {
     /// [`Driver::Task`] outside a tokio runtime or in one without time enabled, or a
     /// driver thread the operating system would not start.
     pub fn build(self) -> Result<Timer, BuildError> {
-        if self.tick.is_zero() {
+        let default_tick = if self.manual_clock {
+            Duration::from_nanos(1)
+        } else {
+            Duration::from_millis(1)
+        };
+        let tick = self.tick.unwrap_or(default_tick);
+        if tick.is_zero() {
             return Err(BuildError(ErrorKind::ZeroTick));
         }
         if !(2..=MAX_WHEEL_SIZE).contains(&self.wheel_size) || !self.wheel_size.is_power_of_two() {
@@ -381,7 +397,7 @@ impl Builder {
             if let Some(driver) = self.driver {
                 return Err(BuildError(ErrorKind::ManualWithDriver(driver)));
             }
-            let clock = Clock::new(self.tick, true);
+            let clock = Clock::new(tick, Source::Manual);
             let shared = Arc::new(Shared::new(clock, self.wheel_size));
             shared.set_running(driver::Running::Manual);
             return Ok(Timer { shared });
@@ -397,7 +413,11 @@ impl Builder {
             (Some(Driver::Task), Some(_)) => Driver::Task,
             (None, _) => Driver::Thread,
         };
-        let shared = Arc::new(Shared::new(Clock::new(self.tick, false), self.wheel_size));
+        let source = match driver {
+            Driver::Task => Source::Tokio,
+            Driver::Thread => Source::Real,
+        };
+        let shared = Arc::new(Shared::new(Clock::new(tick, source), self.wheel_size));
         match (driver, runtime) {
             (Driver::Task, Some(handle)) => driver::spawn_task(&shared, &handle),
             _ => shared
