@@ -297,7 +297,8 @@ pub enum Driver {
     /// clock drives the wheel. Needs a runtime with time enabled.
     Task,
     /// A thread of its own, parking until the next expiry: works under any executor, on
-    /// the real clock.
+    /// the real clock, even when called from a paused runtime (whose instants therefore do
+    /// not match it: build deadlines from [`Timer::now`]).
     Thread,
 }
 
