@@ -9,9 +9,13 @@
 //!
 //! All mutable state is in [`State`], behind one `Mutex`. The contract:
 //!
-//! 1. Every field of `State` is read and written with the lock held; nothing is atomic
-//!    but [`Shared::stopped`], a copy of "the task driver is gone" that the
-//!    current-timer lookup reads without locking.
+//! 1. Every field of `State` is read and written with the lock held. Outside it are only
+//!    [`Shared::stopped`], a copy of "the task driver is gone" that the current-timer
+//!    lookup reads without locking; the clock's own atomics (its source, which changes
+//!    once from tokio's to real when the task driver stops, and a manual clock's offset),
+//!    which every reader may see a moment late with no harm since both only move
+//!    forward; and `manual_advance`, which serialises `Timer::advance` and is never
+//!    taken with the state lock held.
 //! 2. No user code runs with the lock held, except `Waker::clone` when a `Sleep` stores a
 //!    new waker. Wakers are woken, and *dropped*, only after the lock is released: dropping
 //!    a waker can drop a task that owns a `Sleep`, whose `Drop` takes this lock.
@@ -182,7 +186,10 @@ impl Shared {
             return Poll::Ready(());
         }
         self.ensure_driver(&mut state);
-        let stored = state.wheel.value_mut(key);
+        let stored = state
+            .wheel
+            .get_mut(key)
+            .expect("a registered Sleep's key is held");
         if stored.as_ref().is_some_and(|w| w.will_wake(waker)) {
             return Poll::Pending;
         }

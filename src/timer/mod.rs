@@ -273,7 +273,8 @@ impl fmt::Debug for Timer {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Stats {
-    /// Turns the driver has run: each wakeup of its task or thread.
+    /// Turns the driver has run: each wakeup of its task or thread, or each
+    /// [`Timer::advance`] of a manual clock.
     pub driver_wakeups: u64,
     /// Non-empty buckets whose expiry came and whose entries were fired or moved down.
     pub buckets_flushed: u64,

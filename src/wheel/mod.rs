@@ -215,15 +215,6 @@ impl<T> Wheel<T> {
         !matches!(self.entries[key].place, Place::Bucket(_))
     }
 
-    /// The entry's value.
-    ///
-    /// # Panics
-    ///
-    /// If `key` holds nothing.
-    pub(crate) fn value_mut(&mut self, key: usize) -> &mut T {
-        &mut self.entries[key].value
-    }
-
     /// The entry's value, if `key` holds one.
     pub(crate) fn get(&self, key: usize) -> Option<&T> {
         self.entries.get(key).map(|entry| &entry.value)

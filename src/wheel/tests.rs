@@ -223,7 +223,7 @@ fn check_against_oracle(wheel_size: usize, ops: &[Op]) {
                 let live: Vec<usize> = pending.keys().chain(&fired).copied().collect();
                 if let Some(&key) = live.get(n % live.len().max(1)) {
                     let deadline = now.saturating_add(delta);
-                    *wheel.value_mut(key) = deadline;
+                    *wheel.get_mut(key).unwrap() = deadline;
                     pending.remove(&key);
                     fired.remove(&key);
                     if wheel.reset(key, deadline) == Placed::Ready {
@@ -267,7 +267,7 @@ fn check_against_oracle(wheel_size: usize, ops: &[Op]) {
         }
         for &key in &fired {
             assert!(wheel.has_fired(key), "{key} due at {now} but not fired");
-            assert!(*wheel.value_mut(key) <= now);
+            assert!(*wheel.get(key).unwrap() <= now);
         }
         assert_eq!(wheel.len(), pending.len() + fired.len(), "entry lost");
         // peek_earliest: a ready entry while any is ready, else a pending one with the
