@@ -28,9 +28,9 @@
 //! at one time lie in a window of `W - 1` consecutive values, so two live buckets never
 //! share a slot.
 //!
-//! Entries live in a [`Slab`]; each bucket is a doubly linked list threaded through slab
-//! keys (see [`bucket`]), so insert and cancel are O(1) and allocate nothing once the slab
-//! has grown. A min-queue holds one item per queued bucket, keyed by expiration (see
+//! Entries live in a [`Slab`]; each bucket is a few doubly linked lists (lanes) threaded
+//! through slab keys (see [`bucket`]), so insert and cancel are O(1) and allocate nothing
+//! once the slab has grown, and a flush can walk the lanes side by side. A min-queue holds one item per queued bucket, keyed by expiration (see
 //! [`queue`]): [`Wheel::next_expiration`] is its head, so whoever drives the wheel waits for
 //! the next *non-empty* bucket, never for a tick at which nothing can happen.
 //!
@@ -65,7 +65,7 @@ mod bucket;
 mod level;
 mod queue;
 
-use bucket::{Entry, List, Place, NIL};
+use bucket::{Entry, Lanes, List, Place, LANES, NIL};
 use queue::BucketQueue;
 use slab::Slab;
 
@@ -93,7 +93,7 @@ pub(crate) struct Counters {
 
 #[derive(Debug, Default)]
 struct Bucket {
-    entries: List,
+    entries: Lanes,
     /// The expiration this bucket has an item for in the queue, if it has one.
     queued: Option<u64>,
 }
@@ -321,7 +321,7 @@ impl<T> Wheel<T> {
         }
         // Take all due buckets out first: placing an entry while a due bucket still sits in
         // its slot could append it to a bucket of an older round.
-        let mut due = List::default();
+        let mut due = Lanes::default();
         while let Some((expiration, bucket)) = self.queue.peek() {
             if expiration > now_tick {
                 break;
@@ -336,9 +336,16 @@ impl<T> Wheel<T> {
             }
         }
         self.elapsed_tick = now_tick;
-        while let Some(key) = due.pop_front(&mut self.entries) {
-            if let Placed::Pending { .. } = self.place(key) {
-                self.counters.entries_demoted += 1;
+        let mut batch = [NIL; LANES];
+        loop {
+            let taken = due.take_round(&mut self.entries, &mut batch);
+            if taken == 0 {
+                break;
+            }
+            for &key in &batch[..taken] {
+                if let Placed::Pending { .. } = self.place(key) {
+                    self.counters.entries_demoted += 1;
+                }
             }
         }
     }
