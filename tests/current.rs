@@ -43,19 +43,34 @@ fn works_under_futures_block_on_with_a_process_wide_timer() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_default_timer_per_runtime_shared_by_its_workers() {
+async fn a_runtime_default_per_thread_shard_stable_on_each_thread() {
     let here = Timer::current();
-    assert!(here.same_timer(&Timer::current()));
-    let mut from_workers = Vec::new();
-    for _ in 0..16 {
-        from_workers.push(tokio::spawn(async { Timer::current() }));
+    assert!(here.same_timer(&Timer::current()), "stable on one thread");
+    // Many threads in the runtime: each keeps its timer, and they do not all share one.
+    let handle = tokio::runtime::Handle::current();
+    let mut timers: Vec<Timer> = Vec::new();
+    for _ in 0..129 {
+        let handle = handle.clone();
+        let timer = std::thread::spawn(move || {
+            let _runtime = handle.enter();
+            let first = Timer::current();
+            assert!(first.same_timer(&Timer::current()), "stable on one thread");
+            first
+        })
+        .join()
+        .unwrap();
+        if !timers.iter().any(|known| known.same_timer(&timer)) {
+            timers.push(timer);
+        }
     }
-    for timer in from_workers {
-        assert!(timer.await.unwrap().same_timer(&here));
-    }
+    assert!(timers.len() >= 2, "threads are spread over shards");
+    assert!(timers.len() <= 64, "at most 64 shards per runtime");
+    // Every shard's timer is driven by the runtime, whichever thread polls its sleeps.
+    let sleeps = timers.iter().map(|timer| timer.sleep(MS));
+    futures::future::join_all(sleeps).await;
     let outside = std::thread::spawn(Timer::current).join().unwrap();
     assert!(
-        !outside.same_timer(&here),
+        timers.iter().all(|timer| !timer.same_timer(&outside)),
         "outside the runtime: the process default"
     );
 }

@@ -76,9 +76,12 @@ impl Timer {
     ///
     /// 1. the timer most recently [entered](Timer::enter) on this thread, if its guard
     ///    is alive;
-    /// 2. inside a tokio runtime: that runtime's default timer, made on first use with
-    ///    [`Timer::new`]'s settings and a driver task on that runtime (so a paused tokio
-    ///    clock drives it); one per runtime, shared by all its worker threads;
+    /// 2. inside a tokio runtime: that runtime's default timer for this thread, made on
+    ///    first use with [`Timer::new`]'s settings and a driver task on that runtime (so a
+    ///    paused tokio clock drives it). A runtime's default is sharded by thread (up to
+    ///    twice the available parallelism): worker threads mostly get different timers,
+    ///    so they do not contend for one lock. A `Sleep` keeps the timer it was made
+    ///    with wherever it is polled or dropped, and [`Timer::stats`] counts one shard;
     /// 3. outside any runtime: a process-wide default timer with a driver thread, made on
     ///    first use.
     pub fn current() -> Timer {
