@@ -1,0 +1,151 @@
+//! What `examples/compare.rs` needs besides the workloads: the peers, process readings
+//! from `/proc`, child processes, and medians.
+
+pub mod table;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+/// The timers compared. `TicklessTimer` is tickless through an explicit `Timer` handle
+/// (`timer.sleep(d)`), which skips looking up the current timer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Peer {
+    Tickless,
+    TicklessTimer,
+    Tokio,
+    FuturesTimer,
+    AsyncIo,
+}
+
+impl Peer {
+    pub const SLEEPS: [Peer; 5] = [
+        Peer::Tickless,
+        Peer::TicklessTimer,
+        Peer::Tokio,
+        Peer::FuturesTimer,
+        Peer::AsyncIo,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Peer::Tickless => "tickless",
+            Peer::TicklessTimer => "tickless (Timer)",
+            Peer::Tokio => "tokio::time",
+            Peer::FuturesTimer => "futures-timer",
+            Peer::AsyncIo => "async-io",
+        }
+    }
+
+    pub fn arg(self) -> &'static str {
+        match self {
+            Peer::Tickless => "tickless",
+            Peer::TicklessTimer => "tickless-timer",
+            Peer::Tokio => "tokio",
+            Peer::FuturesTimer => "futures-timer",
+            Peer::AsyncIo => "async-io",
+        }
+    }
+
+    pub fn from_arg(arg: &str) -> Option<Peer> {
+        Peer::SLEEPS.into_iter().find(|peer| peer.arg() == arg)
+    }
+}
+
+/// A deterministic spread of offsets in `[0, max)` (splitmix64).
+pub fn spread(i: u64, max: u64) -> u64 {
+    let mut z = i.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    (z ^ (z >> 31)) % max
+}
+
+/// Resident set size in bytes (Linux `/proc`; 0 elsewhere).
+pub fn rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|statm| statm.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .map_or(0, |pages| pages * 4096)
+}
+
+/// User + system CPU time of the whole process, every thread included, dead or alive
+/// (Linux `/proc`, in units of 10 ms; zero elsewhere).
+pub fn cpu_time() -> Duration {
+    let ticks = std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|stat| {
+            // After the command name: state, ppid, ..., utime and stime are the 12th and
+            // 13th fields (`proc(5)`: fields 14 and 15).
+            let fields: Vec<&str> = stat.rsplit(')').next()?.split_whitespace().collect();
+            Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
+        })
+        .unwrap_or(0);
+    Duration::from_millis(ticks * 10)
+}
+
+/// Voluntary context switches summed over the process's live threads: how often its
+/// threads went to sleep, a stand-in for wakeups that every peer can be measured by.
+pub fn voluntary_switches() -> u64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0;
+    };
+    tasks
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("status")).ok())
+        .filter_map(|status| {
+            status
+                .lines()
+                .find_map(|line| line.strip_prefix("voluntary_ctxt_switches:"))?
+                .trim()
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
+/// The sample at quantile `q` of sorted `values`.
+pub fn quantile(sorted: &[Duration], q: f64) -> Duration {
+    let index = ((sorted.len().max(1) - 1) as f64 * q).round() as usize;
+    sorted.get(index).copied().unwrap_or_default()
+}
+
+pub fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+pub fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// A child's answer: one `RESULT key=value ...` line on its stdout.
+pub type Readings = HashMap<String, f64>;
+
+/// Prints the line `child` hands back to its parent.
+pub fn answer(readings: &[(&str, f64)]) {
+    let fields: Vec<String> = readings.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    println!("RESULT {}", fields.join(" "));
+}
+
+/// Runs this program again as `compare --child <args>` and reads its answer, so that each
+/// measurement of memory or process CPU has a process to itself.
+pub fn child(args: &[&str]) -> Readings {
+    let exe = std::env::current_exe().expect("the path of this program");
+    let output = std::process::Command::new(exe)
+        .arg("--child")
+        .args(args)
+        .output()
+        .expect("a child run");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let Some(line) = stdout.lines().find_map(|line| line.strip_prefix("RESULT ")) else {
+        panic!(
+            "child {args:?} gave no result ({}): {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        );
+    };
+    line.split_whitespace()
+        .filter_map(|field| {
+            let (key, value) = field.split_once('=')?;
+            Some((key.to_string(), value.parse().ok()?))
+        })
+        .collect()
+}
