@@ -17,14 +17,13 @@ mod support;
 use futures::stream::{FuturesUnordered, StreamExt};
 use std::future::{poll_fn, Future};
 use std::hint::black_box;
-use std::pin::{pin, Pin};
+use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use support::table::{fmt, print_targets, Better, Samples, Target};
+use support::workloads::{register_cancel, timeout_churn, Race, YieldOnce, AHEAD};
 use support::{answer, child, cpu_time, ms, quantile, Peer, Readings};
 
-/// How far ahead the churn workloads' timers are: they never fire.
-const AHEAD: Duration = Duration::from_secs(10);
 /// W2 and DQ2: deadlines are uniform over `SPREAD`, starting `OFFSET` after the start, so
 /// that the time it takes to register a million timers is not counted as lateness.
 const OFFSET: Duration = Duration::from_secs(1);
@@ -148,83 +147,28 @@ fn current_thread() -> tokio::runtime::Runtime {
         .expect("a runtime")
 }
 
-/// W1's body: `n` times, create a sleep `AHEAD`, poll it once with `cx`, drop it.
-fn register_cancel(peer: Peer, n: u32, cx: &mut Context<'_>) {
-    fn each<F: Future>(n: u32, cx: &mut Context<'_>, make: impl Fn() -> F) {
+/// What any W1 implementation must do at least once per op, timed alone: read the
+/// clock (tokio's `Instant::now`, which the paused clock can drive), and clone and drop the
+/// task's waker. Rows of W1, to show how far down a timer can go.
+/// Times `n` ops in a task's context; ns/op.
+type Timed = fn(u32, &mut Context<'_>) -> f64;
+
+const FLOORS: [(&str, Timed); 2] = [
+    ("floor: tokio Instant::now()", |n, _| {
+        let start = Instant::now();
         for _ in 0..n {
-            let mut sleep = pin!(make());
-            let _ = black_box(sleep.as_mut().poll(cx));
+            black_box(tokio::time::Instant::now());
         }
-    }
-    match peer {
-        Peer::Tickless => each(n, cx, || tickless::sleep(AHEAD)),
-        Peer::TicklessTimer => {
-            let timer = tickless::Timer::current();
-            each(n, cx, || timer.sleep(AHEAD))
-        }
-        Peer::Tokio => each(n, cx, || tokio::time::sleep(AHEAD)),
-        Peer::FuturesTimer => each(n, cx, || futures_timer::Delay::new(AHEAD)),
-        Peer::AsyncIo => each(n, cx, || async_io::Timer::after(AHEAD)),
-    }
-}
-
-/// Pending once (waking itself at once), then ready: the inner future of W1t.
-#[derive(Default)]
-struct YieldOnce(bool);
-
-impl Future for YieldOnce {
-    type Output = ();
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if std::mem::replace(&mut self.0, true) {
-            return Poll::Ready(());
-        }
-        cx.waker().wake_by_ref();
-        Poll::Pending
-    }
-}
-
-/// A timeout for the peers that have none: the future first, then the timer, as tokio's
-/// `Timeout` polls them.
-struct Race<F, T>(F, T);
-
-impl<F: Future + Unpin, T: Future + Unpin> Future for Race<F, T> {
-    type Output = Option<F::Output>;
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        if let Poll::Ready(output) = Pin::new(&mut self.0).poll(cx) {
-            return Poll::Ready(Some(output));
-        }
-        Pin::new(&mut self.1).poll(cx).map(|_| None)
-    }
-}
-
-/// W1t's body: `n` timeouts `AHEAD` over a future that yields once.
-async fn timeout_churn(peer: Peer, n: u32) {
-    async fn each<F: Future>(n: u32, make: impl Fn() -> F) {
+        ns_per_op(start, n)
+    }),
+    ("floor: waker clone + drop", |n, cx| {
+        let start = Instant::now();
         for _ in 0..n {
-            black_box(make().await);
+            drop(black_box(cx.waker().clone()));
         }
-    }
-    match peer {
-        Peer::Tickless => each(n, || tickless::timeout(AHEAD, YieldOnce::default())).await,
-        Peer::TicklessTimer => {
-            let timer = tickless::Timer::current();
-            each(n, || timer.timeout(AHEAD, YieldOnce::default())).await
-        }
-        Peer::Tokio => each(n, || tokio::time::timeout(AHEAD, YieldOnce::default())).await,
-        Peer::FuturesTimer => {
-            each(n, || {
-                Race(YieldOnce::default(), futures_timer::Delay::new(AHEAD))
-            })
-            .await
-        }
-        Peer::AsyncIo => {
-            each(n, || {
-                Race(YieldOnce::default(), async_io::Timer::after(AHEAD))
-            })
-            .await
-        }
-    }
-}
+        ns_per_op(start, n)
+    }),
+];
 
 fn ns_per_op(start: Instant, n: u32) -> f64 {
     start.elapsed().as_nanos() as f64 / f64::from(n)
@@ -287,6 +231,12 @@ fn churn_workloads(sizes: &Sizes) -> Vec<Target> {
             for (samples, tasks) in w4.iter_mut().zip([2, 8]) {
                 samples.push(peer.name(), multi_thread_churn(peer, tasks, n));
             }
+        }
+        for (name, floor) in FLOORS {
+            w1.push(
+                name,
+                runtime.block_on(poll_fn(|cx| Poll::Ready(floor(n, cx)))),
+            );
         }
     }
     let tickless = Peer::Tickless.name();

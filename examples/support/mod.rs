@@ -2,6 +2,7 @@
 //! from `/proc`, child processes, and medians.
 
 pub mod table;
+pub mod workloads;
 
 use std::collections::HashMap;
 use std::time::Duration;

@@ -1,0 +1,90 @@
+//! The bodies of the churn workloads, shared by `examples/compare.rs` and `benches/`, so
+//! that both measure the same code.
+
+use super::Peer;
+use std::future::Future;
+use std::hint::black_box;
+use std::pin::{pin, Pin};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+/// How far ahead the churn workloads' timers are: they never fire.
+pub const AHEAD: Duration = Duration::from_secs(10);
+
+/// W1's body: `n` times, create a sleep `AHEAD`, poll it once with `cx`, drop it.
+pub fn register_cancel(peer: Peer, n: u32, cx: &mut Context<'_>) {
+    fn each<F: Future>(n: u32, cx: &mut Context<'_>, make: impl Fn() -> F) {
+        for _ in 0..n {
+            let mut sleep = pin!(make());
+            let _ = black_box(sleep.as_mut().poll(cx));
+        }
+    }
+    match peer {
+        Peer::Tickless => each(n, cx, || tickless::sleep(AHEAD)),
+        Peer::TicklessTimer => {
+            let timer = tickless::Timer::current();
+            each(n, cx, || timer.sleep(AHEAD))
+        }
+        Peer::Tokio => each(n, cx, || tokio::time::sleep(AHEAD)),
+        Peer::FuturesTimer => each(n, cx, || futures_timer::Delay::new(AHEAD)),
+        Peer::AsyncIo => each(n, cx, || async_io::Timer::after(AHEAD)),
+    }
+}
+
+/// Pending once (waking itself at once), then ready: the inner future of W1t.
+#[derive(Default)]
+pub struct YieldOnce(bool);
+
+impl Future for YieldOnce {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if std::mem::replace(&mut self.0, true) {
+            return Poll::Ready(());
+        }
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
+
+/// A timeout for the peers that have none: the future first, then the timer, as tokio's
+/// `Timeout` polls them.
+pub struct Race<F, T>(pub F, pub T);
+
+impl<F: Future + Unpin, T: Future + Unpin> Future for Race<F, T> {
+    type Output = Option<F::Output>;
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        if let Poll::Ready(output) = Pin::new(&mut self.0).poll(cx) {
+            return Poll::Ready(Some(output));
+        }
+        Pin::new(&mut self.1).poll(cx).map(|_| None)
+    }
+}
+
+/// W1t's body: `n` timeouts `AHEAD` over a future that yields once.
+pub async fn timeout_churn(peer: Peer, n: u32) {
+    async fn each<F: Future>(n: u32, make: impl Fn() -> F) {
+        for _ in 0..n {
+            black_box(make().await);
+        }
+    }
+    match peer {
+        Peer::Tickless => each(n, || tickless::timeout(AHEAD, YieldOnce::default())).await,
+        Peer::TicklessTimer => {
+            let timer = tickless::Timer::current();
+            each(n, || timer.timeout(AHEAD, YieldOnce::default())).await
+        }
+        Peer::Tokio => each(n, || tokio::time::timeout(AHEAD, YieldOnce::default())).await,
+        Peer::FuturesTimer => {
+            each(n, || {
+                Race(YieldOnce::default(), futures_timer::Delay::new(AHEAD))
+            })
+            .await
+        }
+        Peer::AsyncIo => {
+            each(n, || {
+                Race(YieldOnce::default(), async_io::Timer::after(AHEAD))
+            })
+            .await
+        }
+    }
+}
