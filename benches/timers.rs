@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 #[path = "../examples/support/mod.rs"]
 mod support;
 
-use support::workloads::{register_cancel, timeout_churn, AHEAD};
+use support::workloads::{register_cancel, spread_over_tasks, timeout_churn, AHEAD};
 use support::Peer;
 
 fn current_thread() -> tokio::runtime::Runtime {
@@ -78,17 +78,7 @@ fn multi_thread_churn_bench(c: &mut Criterion) {
                 let per_task = (iters / TASKS).max(1) as u32;
                 let elapsed = runtime.block_on(async {
                     let start = Instant::now();
-                    let tasks: Vec<_> = (0..TASKS)
-                        .map(|_| {
-                            tokio::spawn(poll_fn(move |cx| {
-                                register_cancel(peer, per_task, cx);
-                                Poll::Ready(())
-                            }))
-                        })
-                        .collect();
-                    for task in tasks {
-                        task.await.unwrap();
-                    }
+                    spread_over_tasks(peer, TASKS as u32, per_task).await;
                     start.elapsed()
                 });
                 // Scaled to `iters` operations, as criterion expects.

@@ -21,7 +21,9 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use support::table::{fmt, print_targets, Better, Samples, Target};
-use support::workloads::{register_cancel, timeout_churn, Race, YieldOnce, AHEAD};
+use support::workloads::{
+    register_cancel, spread_over_tasks, timeout_churn, Race, YieldOnce, AHEAD,
+};
 use support::{answer, child, cpu_time, ms, quantile, Peer, Readings};
 
 /// W2 and DQ2: deadlines are uniform over `SPREAD`, starting `OFFSET` after the start, so
@@ -182,22 +184,9 @@ fn multi_thread_churn(peer: Peer, tasks: u32, n: u32) -> f64 {
         .build()
         .expect("a runtime");
     runtime.block_on(async move {
-        let run = |per_task: u32| async move {
-            let handles: Vec<_> = (0..tasks)
-                .map(|_| {
-                    tokio::spawn(poll_fn(move |cx| {
-                        register_cancel(peer, per_task, cx);
-                        Poll::Ready(())
-                    }))
-                })
-                .collect();
-            for handle in handles {
-                handle.await.expect("a churn task");
-            }
-        };
-        run(1_000).await; // warm up: timers made, slabs grown
+        spread_over_tasks(peer, tasks, 1_000).await; // warm up: timers made, slabs grown
         let start = Instant::now();
-        run(n / tasks).await;
+        spread_over_tasks(peer, tasks, n / tasks).await;
         f64::from(n / tasks * tasks) / start.elapsed().as_secs_f64() / 1e6
     })
 }

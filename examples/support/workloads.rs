@@ -88,3 +88,19 @@ pub async fn timeout_churn(peer: Peer, n: u32) {
         }
     }
 }
+
+/// W4's body: `tasks` tasks spawned on the current runtime, each doing `per_task` of W1 in
+/// one poll; returns when all are done.
+pub async fn spread_over_tasks(peer: Peer, tasks: u32, per_task: u32) {
+    let handles: Vec<_> = (0..tasks)
+        .map(|_| {
+            tokio::spawn(std::future::poll_fn(move |cx| {
+                register_cancel(peer, per_task, cx);
+                Poll::Ready(())
+            }))
+        })
+        .collect();
+    for handle in handles {
+        handle.await.expect("a churn task");
+    }
+}
