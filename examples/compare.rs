@@ -4,7 +4,7 @@
 //! results of one run are kept in `BENCHMARKS.md`.
 //!
 //! ```text
-//! cargo run --release --example compare            # the full table, about 3 minutes
+//! cargo run --release --example compare            # the full table, about 4 minutes
 //! cargo run --release --example compare -- --quick # smaller counts, one round
 //! ```
 //!
@@ -574,16 +574,18 @@ fn mass_workloads(sizes: &Sizes) -> Vec<Target> {
     };
     let ours = overhead.median("tickless");
     let cpu_ratio = cpu.median("tickless") / cpu.median("tokio");
-    let all_fired = fired.median("tickless") == sizes.mass as f64;
+    // Every round, not the median: one lost or early timer in any round fails it.
+    let (fewest_fired, _) = fired.range("tickless");
+    let (_, most_early) = early.range("tickless");
     vec![
         target(
-            "W2 completes in plain mode, 0 early",
+            "W2 completes in plain mode, 0 early (every round)",
             format!(
-                "fired {}, early {}",
-                fmt(fired.median("tickless")),
-                fmt(early.median("tickless"))
+                "fewest fired {}, most early {}",
+                fmt(fewest_fired),
+                fmt(most_early)
             ),
-            all_fired && early.median("tickless") == 0.0,
+            fewest_fired == sizes.mass as f64 && most_early == 0.0,
         ),
         target(
             "W2 overhead <= 0.5x the best peer",

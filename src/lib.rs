@@ -29,7 +29,7 @@
 //!
 //! The free functions use [`Timer::current`]: an [entered](Timer::enter) timer, else the
 //! current tokio runtime's default timer for this thread (driven by a task on that
-//! runtime; sharded by thread, so worker threads do not share one lock), else a
+//! runtime; sharded by thread, so worker threads usually do not share a lock), else a
 //! process-wide timer driven by a thread of its own, so they work with no setup inside
 //! `#[tokio::main]`, `#[tokio::test]` and `futures::executor::block_on` alike. Build a
 //! [`Timer`] to choose the tick, the wheel size or the [`Driver`].

@@ -29,6 +29,18 @@ impl Samples {
             .map_or(f64::NAN, |(_, values)| median(&mut values.clone()))
     }
 
+    /// The smallest and the largest sample of `name`.
+    pub fn range(&self, name: &str) -> (f64, f64) {
+        let values = self
+            .0
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_slice());
+        let values = values.unwrap_or_default().iter().copied();
+        let min = values.clone().fold(f64::INFINITY, f64::min);
+        (min, values.fold(f64::NEG_INFINITY, f64::max))
+    }
+
     /// The best median among the implementations that are not tickless.
     pub fn best_peer(&self, better: Better) -> (String, f64) {
         let peers = self

@@ -73,8 +73,9 @@ struct Slot<T> {
 /// Items live in a timing wheel of the queue's own (the same wheel type as the timer's),
 /// converted to ticks by its timer's clock; one [`Sleep`] on that timer wakes the polling
 /// task when the next bucket expires. Items are yielded in the order their buckets
-/// expire: items due at the same tick come in insertion order, and items found due together
-/// by a late poll may come a little out of deadline order.
+/// expire: items due at the same tick come in no particular order (tokio-util promises
+/// none either), and items found due together by a late poll may come a little out of
+/// deadline order (never out of bucket order).
 ///
 /// # Examples
 ///

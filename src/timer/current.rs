@@ -3,8 +3,10 @@
 //! A runtime's default timer is sharded: every thread gets a shard number once (threads
 //! are numbered in the order they first ask), and threads whose numbers differ modulo
 //! [`shard_count`] use different timers, with different locks and driver tasks. So the
-//! worker threads of a multi-thread runtime do not contend for one lock (measured: two
-//! workers on one timer did 1.6 Mops/s of register+cancel; see `BENCHMARKS.md`).
+//! worker threads of a multi-thread runtime usually do not contend for one lock (two
+//! workers on one timer did 1.6 Mops/s of register+cancel, on separate ones 5.5; see
+//! `BENCHMARKS.md`). Numbers are process-wide, so two workers can still share a shard
+//! when other threads took the numbers between theirs; that costs speed, not correctness.
 //!
 //! Runtime defaults are kept in a process-wide list keyed by tokio's runtime id and the
 //! shard, and held strongly there, so a shard's timer (and its driver task) is made once,

@@ -348,7 +348,8 @@ impl Builder {
     /// A manual clock: the timer's time starts at tokio's now and moves only when
     /// [`Timer::advance`] or [`Timer::advance_to`] is called, which fire what has come
     /// due before returning. Its tick defaults to 1 ns, so "due" is exact; with a coarser
-    /// [`tick`](Self::tick), deadlines round up to it as on any clock. Such a timer has no driver, needs no runtime, and works the
+    /// [`tick`](Self::tick), deadlines round up to it as on any clock. Such a timer has no
+    /// driver, needs no runtime, and works the
     /// same on a multi-thread runtime, under `block_on`, or across plain threads:
     /// deterministic virtual time where tokio's paused clock cannot go. Cannot be combined
     /// with [`driver`](Self::driver).

@@ -137,21 +137,6 @@ impl List {
         }
     }
 
-    /// Moves every entry of `other` to the end of this list in O(1), leaving `other` empty.
-    pub(super) fn append<T>(&mut self, entries: &mut Slab<Entry<T>>, other: &mut List) {
-        let other = std::mem::take(other);
-        if other.is_empty() {
-            return;
-        }
-        if self.is_empty() {
-            *self = other;
-            return;
-        }
-        entries[self.tail as usize].next = other.head;
-        entries[other.head as usize].prev = self.tail;
-        self.tail = other.tail;
-    }
-
     /// Takes the first entry of a list that is being dismantled, leaving the entry
     /// unlinked but not fixing its successor's back link (which is about to be taken too):
     /// one store fewer, to a line that may not be in cache yet.
@@ -211,13 +196,6 @@ impl Lanes {
     /// Removes `key`, which must be in one of these lanes.
     pub(super) fn unlink<T>(&mut self, entries: &mut Slab<Entry<T>>, key: u32) {
         self.lanes[lane(key)].unlink(entries, key);
-    }
-
-    /// Moves every entry of `other` to the end of these lanes in O(LANES).
-    pub(super) fn append<T>(&mut self, entries: &mut Slab<Entry<T>>, other: &mut Lanes) {
-        for (lane, other) in self.lanes.iter_mut().zip(&mut other.lanes) {
-            lane.append(entries, other);
-        }
     }
 
     /// Every key, lane after lane.
@@ -300,26 +278,6 @@ mod tests {
         // An unlinked entry can be linked again.
         list.push_back(&mut entries, 2);
         assert_eq!(list.keys(&entries), [2]);
-    }
-
-    #[test]
-    fn append_joins_and_empties_the_other() {
-        let mut entries = slab_of(5);
-        let (mut a, mut b) = (List::default(), List::default());
-        a.push_back(&mut entries, 0);
-        a.push_back(&mut entries, 1);
-        for key in 2..5 {
-            b.push_back(&mut entries, key);
-        }
-        a.append(&mut entries, &mut b);
-        assert_eq!(a.keys(&entries), [0, 1, 2, 3, 4]);
-        assert!(b.is_empty());
-
-        let mut empty = List::default();
-        empty.append(&mut entries, &mut a);
-        assert_eq!(empty.keys(&entries), [0, 1, 2, 3, 4]);
-        empty.append(&mut entries, &mut a);
-        assert_eq!(empty.keys(&entries), [0, 1, 2, 3, 4]);
     }
 
     #[test]

@@ -30,9 +30,11 @@
 //!
 //! Entries live in a [`Slab`]; each bucket is a few doubly linked lists (lanes) threaded
 //! through slab keys (see [`bucket`]), so insert and cancel are O(1) and allocate nothing
-//! once the slab has grown, and a flush can walk the lanes side by side. A min-queue holds one item per queued bucket, keyed by expiration (see
-//! [`queue`]): [`Wheel::next_expiration`] is its head, so whoever drives the wheel waits for
-//! the next *non-empty* bucket, never for a tick at which nothing can happen.
+//! once the slab has grown, and a flush can walk the lanes side by side. Entries of one
+//! bucket come out in no particular order; buckets come out in expiration order. A
+//! min-queue holds one item per queued bucket, keyed by expiration (see [`queue`]):
+//! [`Wheel::next_expiration`] is its head, so whoever drives the wheel waits for the next
+//! *non-empty* bucket, never for a tick at which nothing can happen.
 //!
 //! # Advancing
 //!
@@ -107,6 +109,8 @@ pub(crate) struct Wheel<T> {
     queue: BucketQueue,
     /// Fired entries that [`Wheel::pop_ready`] has not yet handed out.
     ready: List,
+    /// Scratch for [`Wheel::advance`]: the buckets it took out, kept for their capacity.
+    due: Vec<Lanes>,
     /// The wheel's time: the tick of the last [`Wheel::advance`].
     elapsed_tick: u64,
     /// `log2(wheel_size)`.
@@ -132,6 +136,7 @@ impl<T> Wheel<T> {
             buckets: Vec::new(),
             queue: BucketQueue::default(),
             ready: List::default(),
+            due: Vec::new(),
             elapsed_tick: 0,
             shift,
             counters: Counters::default(),
@@ -321,7 +326,7 @@ impl<T> Wheel<T> {
         }
         // Take all due buckets out first: placing an entry while a due bucket still sits in
         // its slot could append it to a bucket of an older round.
-        let mut due = Lanes::default();
+        let mut due = std::mem::take(&mut self.due);
         while let Some((expiration, bucket)) = self.queue.peek() {
             if expiration > now_tick {
                 break;
@@ -332,22 +337,28 @@ impl<T> Wheel<T> {
             bucket.queued = None;
             if !bucket.entries.is_empty() {
                 self.counters.buckets_flushed += 1;
-                due.append(&mut self.entries, &mut bucket.entries);
+                due.push(std::mem::take(&mut bucket.entries));
             }
         }
         self.elapsed_tick = now_tick;
+        // Bucket after bucket, in expiration order, so that a late advance still hands out
+        // earlier buckets first; within a bucket, lane by lane (see `bucket`).
         let mut batch = [NIL; LANES];
-        loop {
-            let taken = due.take_round(&mut self.entries, &mut batch);
-            if taken == 0 {
-                break;
-            }
-            for &key in &batch[..taken] {
-                if let Placed::Pending { .. } = self.place(key) {
-                    self.counters.entries_demoted += 1;
+        for lanes in &mut due {
+            loop {
+                let taken = lanes.take_round(&mut self.entries, &mut batch);
+                if taken == 0 {
+                    break;
+                }
+                for &key in &batch[..taken] {
+                    if let Placed::Pending { .. } = self.place(key) {
+                        self.counters.entries_demoted += 1;
+                    }
                 }
             }
         }
+        due.clear();
+        self.due = due;
     }
 
     /// Links an unlinked entry into the ready list or the bucket that holds its deadline.

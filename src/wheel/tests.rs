@@ -331,3 +331,34 @@ fn far_deadlines_build_five_or_more_levels() {
         );
     }
 }
+
+#[test]
+fn a_late_advance_hands_out_earlier_buckets_first() {
+    let mut wheel = Wheel::new(64);
+    let mut deadline_of = BTreeMap::new();
+    // The first bucket's entries sit deeper in the last lanes than in the first ones (its
+    // first four keys are removed), so a walk that mixed buckets lane by lane would hand
+    // out the second bucket's entries (reusing those keys) before the first's.
+    let first: Vec<usize> = (0..16).map(|_| wheel.insert(10, ()).0).collect();
+    for &key in &first[..4] {
+        wheel.try_remove(key);
+    }
+    for &key in &first[4..] {
+        deadline_of.insert(key, 10);
+    }
+    for deadline in [20, 100] {
+        for _ in 0..20 {
+            let (key, _) = wheel.insert(deadline, ());
+            deadline_of.insert(key, deadline);
+        }
+    }
+    wheel.advance(200);
+    let deadlines: Vec<u64> = drain_ready(&mut wheel)
+        .into_iter()
+        .map(|key| deadline_of[&key])
+        .collect();
+    let mut sorted = deadlines.clone();
+    sorted.sort_unstable();
+    assert_eq!(deadlines, sorted, "bucket by bucket, in expiration order");
+    assert_eq!(deadlines.len(), 52);
+}
