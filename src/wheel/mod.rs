@@ -67,7 +67,7 @@ mod bucket;
 mod level;
 mod queue;
 
-use bucket::{Entry, Lanes, List, Place, LANES, NIL};
+use bucket::{Entry, Lanes, List, END, LANES, NIL, READY};
 use queue::BucketQueue;
 use slab::Slab;
 
@@ -177,13 +177,13 @@ impl<T> Wheel<T> {
     ///
     /// # Panics
     ///
-    /// If more than `u32::MAX - 1` entries are held at once.
+    /// If more than `2^31 - 1` entries are held at once.
     pub(crate) fn insert(&mut self, deadline_tick: u64, value: T) -> (usize, Placed) {
         let key = self.entries.vacant_key();
         assert!(
-            key < NIL as usize,
+            key < END as usize,
             "tickless: more than {} timers held at once",
-            NIL - 1
+            END - 1
         );
         self.entries.insert(Entry::new(deadline_tick, value));
         let placed = self.place(key as u32);
@@ -217,7 +217,9 @@ impl<T> Wheel<T> {
     ///
     /// If `key` holds nothing.
     pub(crate) fn has_fired(&self, key: usize) -> bool {
-        !matches!(self.entries[key].place, Place::Bucket(_))
+        // Every advance flushes each bucket that could hold a deadline it passes, so an
+        // entry is in a bucket exactly while its deadline is ahead of the wheel's time.
+        self.entries[key].deadline_tick <= self.elapsed_tick
     }
 
     /// The entry's value, if `key` holds one.
@@ -296,9 +298,7 @@ impl<T> Wheel<T> {
     /// wheel until it is removed, so its key is not reused while its owner may look at it.
     pub(crate) fn pop_ready(&mut self) -> Option<(usize, &mut T)> {
         let key = self.ready.pop_front(&mut self.entries)?;
-        let entry = &mut self.entries[key as usize];
-        entry.place = Place::Fired;
-        Some((key as usize, &mut entry.value))
+        Some((key as usize, &mut self.entries[key as usize].value))
     }
 
     /// The expiration of the earliest non-empty bucket: the first tick at which
@@ -365,8 +365,7 @@ impl<T> Wheel<T> {
     fn place(&mut self, key: u32) -> Placed {
         let deadline_tick = self.entries[key as usize].deadline_tick;
         if deadline_tick <= self.elapsed_tick {
-            self.ready.push_back(&mut self.entries, key);
-            self.entries[key as usize].place = Place::Ready;
+            self.ready.push_back(&mut self.entries, key, READY);
             self.counters.entries_fired += 1;
             return Placed::Ready;
         }
@@ -377,8 +376,9 @@ impl<T> Wheel<T> {
         let index = (level << self.shift) + level::slot(self.shift, level, deadline_tick);
         let expiration = level::bucket_start(self.shift, level, deadline_tick);
         let bucket = &mut self.buckets[index];
-        bucket.entries.push_back(&mut self.entries, key);
-        self.entries[key as usize].place = Place::Bucket(index as u32);
+        bucket
+            .entries
+            .push_back(&mut self.entries, key, index as u32);
         // A queued bucket in this slot has the same expiration (one window per level), so
         // it is queued once however many entries come and go.
         debug_assert!(bucket.queued.is_none_or(|queued| queued == expiration));
@@ -392,18 +392,18 @@ impl<T> Wheel<T> {
         Placed::Pending { queued }
     }
 
-    /// Unlinks an entry from whichever list holds it; the entry stays in the slab.
+    /// Unlinks an entry from whichever list holds it, if any; the entry stays in the slab.
     fn unlink(&mut self, key: u32) {
-        let place = std::mem::replace(&mut self.entries[key as usize].place, Place::Fired);
-        match place {
-            Place::Bucket(index) => {
-                self.buckets[index as usize]
-                    .entries
-                    .unlink(&mut self.entries, key);
-            }
-            Place::Ready => self.ready.unlink(&mut self.entries, key),
-            Place::Fired => {}
+        let entry = &self.entries[key as usize];
+        if !entry.is_linked() {
+            return; // fired and handed out
         }
+        let list = match entry.end_of() {
+            None => None, // a middle entry: its list's ends do not change
+            Some(READY) => Some(&mut self.ready),
+            Some(index) => Some(self.buckets[index as usize].entries.lane_mut(key)),
+        };
+        bucket::unlink(&mut self.entries, key, list);
     }
 
     /// Checks every structural invariant; panics with a description of the first broken one.
@@ -414,7 +414,7 @@ impl<T> Wheel<T> {
         for (index, bucket) in self.buckets.iter().enumerate() {
             let level = index >> self.shift;
             let slot = index & (self.wheel_size() - 1);
-            let keys = bucket.entries.keys(&self.entries);
+            let keys = bucket.entries.keys(&self.entries, index as u32);
             if !keys.is_empty() {
                 assert!(
                     bucket.queued.is_some(),
@@ -423,7 +423,6 @@ impl<T> Wheel<T> {
             }
             for key in keys {
                 let entry = &self.entries[key as usize];
-                assert_eq!(entry.place, Place::Bucket(index as u32));
                 let deadline = entry.deadline_tick;
                 assert!(
                     deadline > self.elapsed_tick,
@@ -445,14 +444,13 @@ impl<T> Wheel<T> {
                 );
             }
         }
-        for key in self.ready.keys(&self.entries) {
+        for key in self.ready.keys(&self.entries, READY) {
             let entry = &self.entries[key as usize];
-            assert_eq!(entry.place, Place::Ready);
             assert!(entry.deadline_tick <= self.elapsed_tick);
             assert!(linked.insert(key));
         }
         for (key, entry) in &self.entries {
-            if entry.place == Place::Fired {
+            if !entry.is_linked() {
                 assert!(
                     entry.deadline_tick <= self.elapsed_tick,
                     "fired early: {key}"
