@@ -362,3 +362,18 @@ fn a_late_advance_hands_out_earlier_buckets_first() {
     assert_eq!(deadlines, sorted, "bucket by bucket, in expiration order");
     assert_eq!(deadlines.len(), 52);
 }
+
+#[test]
+fn a_timer_entry_is_32_bytes_in_the_slab() {
+    use std::mem::size_of;
+    use std::task::Waker;
+    assert_eq!(size_of::<Entry<Waker>>(), 32);
+    // The slab wraps each entry in an enum like this one; the waker's non-null vtable
+    // pointer gives it a niche, so the wrapper adds no tag.
+    #[allow(dead_code)]
+    enum SlabEntry<T> {
+        Vacant(usize),
+        Occupied(T),
+    }
+    assert_eq!(size_of::<SlabEntry<Entry<Waker>>>(), 32);
+}
