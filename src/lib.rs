@@ -13,7 +13,7 @@
 //!   at an hour cost a handful of wakeups, not 3.6 million ticks;
 //! - the clock is tokio's, so `tokio::time::pause`, `advance` and
 //!   `#[tokio::test(start_paused = true)]` drive it;
-//! - [`Sleep`] is `Unpin` and 32 bytes.
+//! - [`Sleep`] is `Unpin` and 24 bytes.
 //!
 //! # Switching from `tokio::time`
 //!

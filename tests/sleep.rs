@@ -17,12 +17,12 @@ fn registered() -> usize {
 }
 
 #[test]
-fn sleep_is_32_bytes_and_unpin() {
+fn sleep_is_24_bytes_and_unpin() {
     fn assert_unpin<T: Unpin>() {}
     assert_unpin::<Sleep>();
     assert_unpin::<tickless::Timeout<std::future::Ready<()>>>();
     if cfg!(target_pointer_width = "64") {
-        assert_eq!(std::mem::size_of::<Sleep>(), 32);
+        assert_eq!(std::mem::size_of::<Sleep>(), 24);
     }
 }
 

@@ -28,8 +28,9 @@ const DUE: usize = usize::MAX - 3;
 ///
 /// Same meaning as `tokio::time::sleep`: the future completes no earlier than `duration`
 /// from now, and within one tick (1 ms by default) plus the driver's latency after it. A
-/// zero duration completes on the first poll. Durations too large for an `Instant` are
-/// saturated to about a million years, so `Duration::MAX` sleeps forever without panicking.
+/// zero duration completes on the first poll. Deadlines are kept to the nanosecond up to
+/// about 292 years away and saturate there, so `Duration::MAX` sleeps forever without
+/// panicking.
 ///
 /// Nothing is registered until the first poll that returns `Pending`; dropping the future
 /// cancels it in O(1).
@@ -76,7 +77,7 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
 /// Future returned by [`sleep`] and [`sleep_until`].
 ///
 /// Unlike tokio's, a `Sleep` is [`Unpin`] (its registration is a slab key, not an intrusive
-/// node), so it can be stored and polled in a `select!` loop without `pin!`. It is 32
+/// node), so it can be stored and polled in a `select!` loop without `pin!`. It is 24
 /// bytes on 64-bit targets. Calling [`reset`](Sleep::reset) on an unpinned `Sleep` takes
 /// `Pin::new(&mut sleep)`.
 ///
@@ -86,7 +87,10 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
 #[must_use = "futures do nothing unless you `.await` or poll them"]
 pub struct Sleep {
     timer: Timer,
-    deadline: Instant,
+    /// The deadline in nanoseconds from the timer clock's origin (see
+    /// [`Clock::offset`](crate::driver::clock::Clock::offset)): 8 bytes, not an
+    /// `Instant`'s 16, so a `Sleep` is 24 bytes and a boxed one fits a 32-byte allocation.
+    deadline: i64,
     /// [`UNREGISTERED`], [`ELAPSED`], or the key of this sleep's entry in the wheel.
     state: usize,
 }
@@ -95,18 +99,19 @@ impl Sleep {
     /// A sleep until `deadline`, which the first poll compares with the clock.
     pub(crate) fn new(timer: Timer, deadline: Instant) -> Sleep {
         Sleep {
+            deadline: timer.shared.clock.offset(deadline),
             timer,
-            deadline,
             state: UNREGISTERED,
         }
     }
 
-    /// A sleep until `now + duration`, where `now` was just read, so the first poll needs no
-    /// clock read.
-    pub(crate) fn after(timer: Timer, now: Instant, duration: Duration) -> Sleep {
+    /// A sleep `duration` from now on `timer`. The clock is read here, so the first poll
+    /// needs no clock read.
+    pub(crate) fn after(timer: Timer, duration: Duration) -> Sleep {
+        let nanos = i64::try_from(duration.as_nanos()).unwrap_or(i64::MAX);
         Sleep {
+            deadline: timer.shared.clock.now_offset().saturating_add(nanos),
             timer,
-            deadline: crate::driver::clock::deadline_after(now, duration),
             state: if duration.is_zero() { DUE } else { FRESH },
         }
     }
@@ -118,7 +123,7 @@ impl Sleep {
         if let Some(key) = self.key() {
             self.timer.shared.cancel(key);
         }
-        self.deadline = deadline;
+        self.deadline = self.timer.shared.clock.offset(deadline);
         self.state = UNREGISTERED;
     }
 
@@ -134,7 +139,7 @@ impl Sleep {
 
     /// The instant at which this future completes.
     pub fn deadline(&self) -> Instant {
-        self.deadline
+        self.timer.shared.clock.instant_at_offset(self.deadline)
     }
 
     /// Whether the deadline has been reached: the driver fired this timer, or a poll saw
@@ -166,24 +171,23 @@ impl Sleep {
     /// ```
     pub fn reset(self: Pin<&mut Self>, deadline: Instant) {
         let this = self.get_mut();
-        this.deadline = deadline;
+        let shared = &this.timer.shared;
+        this.deadline = shared.clock.offset(deadline);
         match this.key() {
             None => {
-                let shared = &this.timer.shared;
-                let tick = shared.clock.deadline_tick(deadline);
+                let tick = shared.clock.offset_tick(this.deadline);
                 this.state = match shared.register(tick, None) {
                     Registered::Pending(key) => key,
                     Registered::Elapsed => ELAPSED,
                 };
             }
             Some(key) => {
-                let shared = &this.timer.shared;
-                if deadline <= shared.clock.now() {
+                if this.deadline <= shared.clock.now_offset() {
                     // Fire now: cancel, and wake the waiting task so it polls and completes.
                     if !shared.reset(key, 0) {
                         this.state = ELAPSED;
                     }
-                } else if !shared.reset(key, shared.clock.deadline_tick(deadline)) {
+                } else if !shared.reset(key, shared.clock.offset_tick(this.deadline)) {
                     this.state = ELAPSED;
                 }
             }
@@ -200,9 +204,9 @@ impl Future for Sleep {
         let poll = match this.state {
             ELAPSED => return Poll::Ready(()),
             DUE => Poll::Ready(()),
-            UNREGISTERED if this.deadline <= shared.clock.now() => Poll::Ready(()),
+            UNREGISTERED if this.deadline <= shared.clock.now_offset() => Poll::Ready(()),
             UNREGISTERED | FRESH => {
-                let tick = shared.clock.deadline_tick(this.deadline);
+                let tick = shared.clock.offset_tick(this.deadline);
                 match shared.register(tick, Some(cx.waker())) {
                     Registered::Pending(key) => {
                         this.state = key;
@@ -231,7 +235,7 @@ impl Drop for Sleep {
 impl fmt::Debug for Sleep {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Sleep")
-            .field("deadline", &self.deadline)
+            .field("deadline", &self.deadline())
             .field("registered", &self.key().is_some())
             .field("elapsed", &(self.state == ELAPSED))
             .finish()

@@ -168,7 +168,7 @@ impl Timer {
     /// A future that completes `duration` from now on this timer.
     /// See [`sleep`](crate::sleep).
     pub fn sleep(&self, duration: Duration) -> Sleep {
-        Sleep::after(self.clone(), self.now(), duration)
+        Sleep::after(self.clone(), duration)
     }
 
     /// A future that completes at `deadline` on this timer.
