@@ -466,7 +466,11 @@ async fn pending_memory(peer: Peer, count: u64) {
         // has registered and gone (so each implementation's driver, thread or wheel levels
         // exist), before the first reading: only what each pending timer adds counts.
         let mut sleeps: Vec<Option<Pin<Box<F>>>> = (0..count).map(|_| None).collect();
-        poll_fn(|cx| Poll::Ready(drop(Box::pin(make()).as_mut().poll(cx)))).await;
+        poll_fn(|cx| {
+            let _ = Box::pin(make()).as_mut().poll(cx);
+            Poll::Ready(())
+        })
+        .await;
         let before = support::rss_bytes();
         poll_fn(|cx| {
             for slot in &mut sleeps {
