@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 #[path = "../examples/support/mod.rs"]
 mod support;
 
-use support::workloads::{register_cancel, spread_over_tasks, timeout_churn, AHEAD};
+use support::workloads::{in_task, register_cancel, spread_over_tasks, timeout_churn, AHEAD};
 use support::Peer;
 
 fn current_thread() -> tokio::runtime::Runtime {
@@ -34,11 +34,14 @@ fn register_cancel_bench(c: &mut Criterion) {
     for peer in Peer::SLEEPS {
         group.bench_function(BenchmarkId::from_parameter(peer.name()), |b| {
             b.iter_custom(|iters| {
-                runtime.block_on(poll_fn(|cx| {
-                    let start = Instant::now();
-                    register_cancel(peer, iters as u32, cx);
-                    Poll::Ready(start.elapsed())
-                }))
+                in_task(
+                    &runtime,
+                    poll_fn(move |cx| {
+                        let start = Instant::now();
+                        register_cancel(peer, iters as u32, cx);
+                        Poll::Ready(start.elapsed())
+                    }),
+                )
             })
         });
     }
@@ -52,7 +55,7 @@ fn timeout_churn_bench(c: &mut Criterion) {
     for peer in Peer::SLEEPS {
         group.bench_function(BenchmarkId::from_parameter(peer.name()), |b| {
             b.iter_custom(|iters| {
-                runtime.block_on(async {
+                in_task(&runtime, async move {
                     let start = Instant::now();
                     timeout_churn(peer, iters as u32).await;
                     start.elapsed()

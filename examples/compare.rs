@@ -22,7 +22,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use support::table::{fmt, print_targets, Better, Samples, Target};
 use support::workloads::{
-    register_cancel, spread_over_tasks, timeout_churn, Race, YieldOnce, AHEAD,
+    in_task, register_cancel, spread_over_tasks, timeout_churn, Race, YieldOnce, AHEAD,
 };
 use support::{answer, child, cpu_time, ms, quantile, Peer, Readings};
 
@@ -203,16 +203,19 @@ fn churn_workloads(sizes: &Sizes) -> Vec<Target> {
         for peer in Peer::SLEEPS {
             w1.push(
                 peer.name(),
-                runtime.block_on(poll_fn(|cx| {
-                    register_cancel(peer, n / 10, cx); // warm up
-                    let start = Instant::now();
-                    register_cancel(peer, n, cx);
-                    Poll::Ready(ns_per_op(start, n))
-                })),
+                in_task(
+                    &runtime,
+                    poll_fn(move |cx| {
+                        register_cancel(peer, n / 10, cx); // warm up
+                        let start = Instant::now();
+                        register_cancel(peer, n, cx);
+                        Poll::Ready(ns_per_op(start, n))
+                    }),
+                ),
             );
             w1t.push(
                 peer.name(),
-                runtime.block_on(async {
+                in_task(&runtime, async move {
                     timeout_churn(peer, n / 10).await;
                     let start = Instant::now();
                     timeout_churn(peer, n).await;
@@ -226,7 +229,7 @@ fn churn_workloads(sizes: &Sizes) -> Vec<Target> {
         for (name, floor) in FLOORS {
             w1.push(
                 name,
-                runtime.block_on(poll_fn(|cx| Poll::Ready(floor(n, cx)))),
+                in_task(&runtime, poll_fn(move |cx| Poll::Ready(floor(n, cx)))),
             );
         }
     }

@@ -8,6 +8,17 @@ use std::pin::{pin, Pin};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+/// Runs `future` as a spawned task of `runtime` (not as `block_on`'s own future, which tokio
+/// does not count as a task) and returns its output: the workloads say "in one task".
+pub fn in_task<T: Send + 'static>(
+    runtime: &tokio::runtime::Runtime,
+    future: impl Future<Output = T> + Send + 'static,
+) -> T {
+    runtime
+        .block_on(runtime.spawn(future))
+        .expect("a workload task")
+}
+
 /// How far ahead the churn workloads' timers are: they never fire.
 pub const AHEAD: Duration = Duration::from_secs(10);
 
