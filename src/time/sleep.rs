@@ -52,7 +52,9 @@ const DUE: usize = usize::MAX - 3;
 /// futures::executor::block_on(tickless::sleep(std::time::Duration::from_millis(1)));
 /// ```
 pub fn sleep(duration: Duration) -> Sleep {
-    Timer::current().sleep(duration)
+    // The handle moves into the `Sleep`: `Timer::current().sleep(..)` would clone it and
+    // drop the original, two atomic operations on a reference count for nothing.
+    Sleep::after(Timer::current(), duration)
 }
 
 /// Waits until `deadline` on the [current timer](Timer::current).
@@ -71,7 +73,7 @@ pub fn sleep(duration: Duration) -> Sleep {
 /// # }
 /// ```
 pub fn sleep_until(deadline: Instant) -> Sleep {
-    Timer::current().sleep_until(deadline)
+    Sleep::new(Timer::current(), deadline)
 }
 
 /// Future returned by [`sleep`] and [`sleep_until`].

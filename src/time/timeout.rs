@@ -35,14 +35,17 @@ use tokio::time::Instant;
 /// # }
 /// ```
 pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoFuture> {
-    Timer::current().timeout(duration, future)
+    Timeout::new(
+        future.into_future(),
+        Sleep::after(Timer::current(), duration),
+    )
 }
 
 /// Requires `future` to complete before `deadline`, on the [current timer](Timer::current).
 ///
 /// Same meaning as `tokio::time::timeout_at`; see [`timeout`].
 pub fn timeout_at<F: IntoFuture>(deadline: Instant, future: F) -> Timeout<F::IntoFuture> {
-    Timer::current().timeout_at(deadline, future)
+    Timeout::new(future.into_future(), Sleep::new(Timer::current(), deadline))
 }
 
 pin_project! {
