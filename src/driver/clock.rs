@@ -161,7 +161,7 @@ impl Clock {
     /// The tick at which the instant at `offset` has certainly passed: rounded up, as
     /// [`deadline_tick`](Self::deadline_tick).
     pub(crate) fn offset_tick(&self, offset: i64) -> u64 {
-        u64::try_from(offset).map_or(0, |nanos| nanos.div_ceil(self.tick_nanos))
+        u64::try_from(offset).map_or(0, |nanos| div_tick(nanos, self.tick_nanos, Rounding::Up))
     }
 
     /// The instant at which `tick` begins, saturated to a far future.
@@ -179,6 +179,20 @@ enum Rounding {
     Down,
 }
 
+/// `nanos / tick_nanos`, rounded. The default tick (1 ms) and the manual clock's (1 ns)
+/// divide by a constant, which the compiler turns into a multiply: a division by a
+/// run-time value was a tenth of the cost of a `DelayQueue` insert.
+fn div_tick(nanos: u64, tick_nanos: u64, rounding: Rounding) -> u64 {
+    const MS: u64 = 1_000_000;
+    match (tick_nanos, rounding) {
+        (1, _) => nanos,
+        (MS, Rounding::Up) => nanos.div_ceil(MS),
+        (MS, Rounding::Down) => nanos / MS,
+        (_, Rounding::Up) => nanos.div_ceil(tick_nanos),
+        (_, Rounding::Down) => nanos / tick_nanos,
+    }
+}
+
 fn ticks(since: Duration, tick_nanos: u64, rounding: Rounding) -> u64 {
     // The common case fits u64 nanoseconds (up to ~584 years); u128 division is slower.
     if let Some(nanos) = since
@@ -186,10 +200,7 @@ fn ticks(since: Duration, tick_nanos: u64, rounding: Rounding) -> u64 {
         .checked_mul(NANOS_PER_SEC as u64)
         .and_then(|n| n.checked_add(u64::from(since.subsec_nanos())))
     {
-        return match rounding {
-            Rounding::Up => nanos.div_ceil(tick_nanos),
-            Rounding::Down => nanos / tick_nanos,
-        };
+        return div_tick(nanos, tick_nanos, rounding);
     }
     let nanos = since.as_nanos();
     let ticks = match rounding {
@@ -217,6 +228,24 @@ mod tests {
             let since = Duration::from_nanos(nanos);
             assert_eq!(ticks(since, MS, Rounding::Up), up, "{nanos} up");
             assert_eq!(ticks(since, MS, Rounding::Down), down, "{nanos} down");
+        }
+        // The constant-divisor fast paths agree with plain division for every tick.
+        for tick in [1, 3, 1_000, MS - 1, MS, MS + 1, 7 * MS] {
+            for nanos in [
+                0,
+                1,
+                2,
+                999,
+                1_000,
+                MS - 1,
+                MS,
+                MS + 1,
+                3 * MS + 5,
+                u64::MAX,
+            ] {
+                assert_eq!(div_tick(nanos, tick, Rounding::Up), nanos.div_ceil(tick));
+                assert_eq!(div_tick(nanos, tick, Rounding::Down), nanos / tick);
+            }
         }
     }
 
