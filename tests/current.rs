@@ -114,34 +114,3 @@ async fn an_entered_timer_is_current_until_its_guard_drops() {
     }
     assert!(Timer::current().same_timer(&runtime_default));
 }
-
-#[test]
-fn tasks_of_two_runtimes_on_one_thread_get_each_their_runtimes_timer() {
-    let runtime = || {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .build()
-            .unwrap()
-    };
-    let (first, second) = (runtime(), runtime());
-    // Asked twice in a task (the second answer comes from the per-task cache), then from
-    // the runtime's block_on, which is not a task.
-    let in_task = |rt: &tokio::runtime::Runtime| {
-        rt.block_on(async {
-            let task = tokio::spawn(async {
-                let timer = Timer::current();
-                tickless::sleep(MS).await;
-                assert!(Timer::current().same_timer(&timer));
-                timer
-            });
-            (task.await.unwrap(), Timer::current())
-        })
-    };
-    let (a_task, a_outside) = in_task(&first);
-    let (b_task, b_outside) = in_task(&second);
-    assert!(a_task.same_timer(&a_outside));
-    assert!(b_task.same_timer(&b_outside));
-    assert!(!a_task.same_timer(&b_task));
-    let (a_again, _) = in_task(&first);
-    assert!(a_again.same_timer(&a_task));
-}

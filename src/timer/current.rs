@@ -25,7 +25,7 @@ use tokio::runtime::{Handle, Id};
 
 thread_local! {
     static ENTERED: RefCell<Option<Timer>> = const { RefCell::new(None) };
-    static LAST_RUNTIME: RefCell<Option<LastRuntime>> = const { RefCell::new(None) };
+    static LAST_RUNTIME: RefCell<Option<(Id, Weak<Shared>)>> = const { RefCell::new(None) };
     /// This thread's shard of every runtime's default timer.
     static SHARD: usize = {
         static THREADS: AtomicUsize = AtomicUsize::new(0);
@@ -35,19 +35,6 @@ thread_local! {
 
 /// A runtime's default timer for one shard of its threads.
 type Key = (Id, usize);
-
-/// The runtime default this thread used last, and the tokio task that last asked for it.
-struct LastRuntime {
-    runtime: Id,
-    shared: Weak<Shared>,
-    /// While the same task asks again on this thread, the answer is this timer without
-    /// asking tokio for the current runtime: `Handle::try_current` clones a reference count
-    /// that every worker of the runtime shares, which made `sleep` on two workers half as
-    /// fast as `timer.sleep`. A task stays on its runtime, so only a task that enters
-    /// another runtime's handle between two calls would see a stale answer (documented
-    /// on [`Timer::current`]).
-    task: Option<tokio::task::Id>,
-}
 
 static RUNTIME_DEFAULTS: Mutex<Vec<(Key, Timer)>> = Mutex::new(Vec::new());
 
@@ -92,18 +79,8 @@ pub(super) fn current() -> Timer {
     if let Some(timer) = ENTERED.with(|entered| entered.borrow().clone()) {
         return timer;
     }
-    let task = tokio::task::try_id();
-    if task.is_some() {
-        let cached = LAST_RUNTIME.with(|last| match &*last.borrow() {
-            Some(last) if last.task == task => last.shared.upgrade(),
-            _ => None,
-        });
-        if let Some(shared) = cached.filter(|shared| !shared.is_stopped()) {
-            return Timer { shared };
-        }
-    }
     match Handle::try_current() {
-        Ok(handle) => runtime_default(&handle, task),
+        Ok(handle) => runtime_default(&handle),
         Err(_) => process_default(),
     }
 }
@@ -117,14 +94,11 @@ fn process_default() -> Timer {
         .clone()
 }
 
-fn runtime_default(handle: &Handle, task: Option<tokio::task::Id>) -> Timer {
+fn runtime_default(handle: &Handle) -> Timer {
     let id = handle.id();
     let key = (id, SHARD.with(|shard| *shard));
-    let cached = LAST_RUNTIME.with(|last| match &mut *last.borrow_mut() {
-        Some(last) if last.runtime == id => {
-            last.task = task;
-            last.shared.upgrade()
-        }
+    let cached = LAST_RUNTIME.with(|last| match &*last.borrow() {
+        Some((last_id, shared)) if *last_id == id => shared.upgrade(),
         _ => None,
     });
     if let Some(shared) = cached.filter(|shared| !shared.is_stopped()) {
@@ -156,14 +130,8 @@ fn runtime_default(handle: &Handle, task: Option<tokio::task::Id>) -> Timer {
             }
         }
     };
-    let last = LastRuntime {
-        runtime: id,
-        shared: Arc::downgrade(&timer.shared),
-        task,
-    };
-    // Swapped out and dropped after the borrow: dropping a `Weak` runs no user code, but
-    // keep the borrow short anyway.
-    let _previous = LAST_RUNTIME.with(|cell| cell.borrow_mut().replace(last));
+    let weak = Arc::downgrade(&timer.shared);
+    LAST_RUNTIME.with(|last| *last.borrow_mut() = Some((id, weak)));
     timer
 }
 

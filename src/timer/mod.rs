@@ -81,10 +81,7 @@ impl Timer {
     ///    paused tokio clock drives it). A runtime's default is sharded by thread (up to
     ///    twice the available parallelism): worker threads mostly get different timers,
     ///    so they do not contend for one lock. A `Sleep` keeps the timer it was made
-    ///    with wherever it is polled or dropped, and [`Timer::stats`] counts one shard.
-    ///    Inside a task the answer is cached while the same task keeps asking on the same
-    ///    thread, so a task that enters another runtime's handle between two calls still
-    ///    gets the first runtime's timer (use [`Timer::enter`] to choose one);
+    ///    with wherever it is polled or dropped, and [`Timer::stats`] counts one shard;
     /// 3. outside any runtime: a process-wide default timer with a driver thread, made on
     ///    first use.
     pub fn current() -> Timer {
