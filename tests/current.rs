@@ -114,3 +114,57 @@ async fn an_entered_timer_is_current_until_its_guard_drops() {
     }
     assert!(Timer::current().same_timer(&runtime_default));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runtime_entered_inside_a_task_is_current_there_and_only_there() {
+    let outer = Timer::current();
+    let inner_runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let (before, inside, after) = tokio::task::spawn_blocking(move || {
+        let before = Timer::current();
+        let inside = inner_runtime.block_on(async {
+            tickless::sleep(MS).await;
+            Timer::current()
+        });
+        let after = Timer::current();
+        (before, inside, after)
+    })
+    .await
+    .unwrap();
+    // The blocking thread is the outer runtime's (another shard of it, perhaps); inside
+    // the inner runtime's `block_on`, the inner runtime's timer; after it, not that one.
+    assert!(!before.same_timer(&inside));
+    assert!(!after.same_timer(&inside));
+    assert!(after.same_timer(&before));
+    tickless::sleep(MS).await;
+    assert!(outer.same_timer(&Timer::current()));
+}
+
+#[test]
+fn tasks_of_two_runtimes_on_one_thread_get_each_their_runtimes_timer() {
+    let runtime = || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap()
+    };
+    let (first, second) = (runtime(), runtime());
+    let in_task = |rt: &tokio::runtime::Runtime| {
+        rt.block_on(async {
+            let task = tokio::spawn(async {
+                let timer = Timer::current();
+                tickless::sleep(MS).await;
+                assert!(Timer::current().same_timer(&timer));
+                timer
+            });
+            (task.await.unwrap(), Timer::current())
+        })
+    };
+    let (a_task, a_outside) = in_task(&first);
+    let (b_task, b_outside) = in_task(&second);
+    assert!(a_task.same_timer(&a_outside));
+    assert!(b_task.same_timer(&b_outside));
+    assert!(!a_task.same_timer(&b_task));
+}

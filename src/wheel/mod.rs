@@ -160,6 +160,10 @@ impl<T> Wheel<T> {
             "level past u64"
         );
         let size = self.wheel_size();
+        debug_assert!(
+            self.buckets.len() + size <= READY as usize,
+            "bucket indices must stay below the ready list's id in end markers"
+        );
         self.buckets
             .resize_with(self.buckets.len() + size, Bucket::default);
     }
