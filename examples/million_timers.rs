@@ -19,7 +19,11 @@
 use futures::stream::{FuturesUnordered, StreamExt};
 use std::future::Future;
 use std::time::Duration;
+use support::{cpu_time, rss_bytes, spread};
 use tickless::{Instant, Timer};
+
+#[allow(dead_code)] // compare's child-process and table helpers are not used here
+mod support;
 
 /// Deadlines are uniform in `[OFFSET, OFFSET + SPREAD)` from the start.
 const OFFSET: Duration = Duration::from_secs(1);
@@ -31,16 +35,9 @@ struct Report {
     lateness: Vec<Duration>,
     schedule: Duration,
     total: Duration,
-    cpu: Option<Duration>,
-    bytes_per_timer: Option<f64>,
-}
-
-/// A deterministic spread of offsets in `[0, max)` (splitmix64).
-fn spread(i: u64, max: u64) -> u64 {
-    let mut z = i.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    (z ^ (z >> 31)) % max
+    /// Process CPU and RSS growth come from `/proc`: zero off Linux.
+    cpu: Duration,
+    bytes_per_timer: f64,
 }
 
 async fn run<S, F>(name: &str, count: u64, sleep_until: S) -> Report
@@ -98,12 +95,8 @@ where
         lateness,
         schedule,
         total,
-        cpu: cpu_time()
-            .zip(cpu_before)
-            .map(|(after, before)| after - before),
-        bytes_per_timer: rss_pending
-            .zip(rss_before)
-            .map(|(after, before)| after.saturating_sub(before) as f64 / count as f64),
+        cpu: cpu_time().saturating_sub(cpu_before),
+        bytes_per_timer: rss_pending.saturating_sub(rss_before) as f64 / count as f64,
     }
 }
 
@@ -129,31 +122,11 @@ fn print(name: &str, report: &Report, count: u64) {
         ms(OFFSET + SPREAD),
         ms(report.total.saturating_sub(OFFSET + SPREAD))
     );
-    match report.cpu {
-        Some(cpu) => println!("  process CPU      {}", ms(cpu)),
-        None => println!("  process CPU      n/a on this platform"),
-    }
-    match report.bytes_per_timer {
-        Some(bytes) => {
-            println!("  bytes per timer  {bytes:.0} (RSS growth / count, future included)")
-        }
-        None => println!("  bytes per timer  n/a on this platform"),
-    }
-}
-
-/// Resident set size, from `/proc` (Linux only).
-fn rss_bytes() -> Option<u64> {
-    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
-    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
-    Some(pages * 4096)
-}
-
-/// User + system CPU time of the process, from `/proc` (Linux only; 100 Hz clock ticks).
-fn cpu_time() -> Option<Duration> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    let fields: Vec<&str> = stat.rsplit(')').next()?.split_whitespace().collect();
-    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
-    Some(Duration::from_millis(ticks * 10))
+    println!("  process CPU      {}", ms(report.cpu));
+    println!(
+        "  bytes per timer  {:.0} (RSS growth / count, future included)",
+        report.bytes_per_timer
+    );
 }
 
 fn main() {
