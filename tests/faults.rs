@@ -1,0 +1,363 @@
+//! Fault injection: wakers that panic on wake, clone or drop, at every place tickless
+//! calls them, and the promises that must survive: no slab key shared by two owners,
+//! every other timer fires once and never early, the counters add up, the driver lives.
+//!
+//! The first tests are issue 8's numbered defects, each one failing on the code before
+//! its fix.
+
+mod support;
+
+use futures::StreamExt;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+use support::*;
+use tickless::{DelayQueue, Instant, MissedTickBehavior, Timer};
+
+const HOUR: Duration = Duration::from_secs(3600);
+const YEAR: Duration = Duration::from_secs(365 * 86_400);
+
+/// A sleep of `timer` polled once with the faulty waker, so the wheel holds that waker.
+fn registered_with(timer: &Timer, after: Duration, waker: &FaultyWaker) -> tickless::Sleep {
+    let mut sleep = timer.sleep(after);
+    assert!(poll_with(&mut sleep, waker.waker()).is_pending());
+    sleep
+}
+
+/// Issue 8, defect 1: a `Sleep` whose reset wakes a panicking waker must not keep a key
+/// that a later registration reuses.
+#[test]
+fn a_waker_panicking_in_reset_leaves_no_stale_key_behind() {
+    let timer = manual();
+    let bad = faulty_waker(Fault::Wake);
+    let mut doomed = registered_with(&timer, HOUR, &bad);
+    // Reset to a deadline that has passed: the entry goes, the waker is woken (and panics).
+    let _ = panicked(|| Pin::new(&mut doomed).reset(timer.now()));
+    assert_eq!(bad.wakes(), 1, "the waiting task is woken to see the reset");
+
+    // Another timer, likely in the slot `doomed` had.
+    let counter = Counter::new();
+    let other_waker = Waker::from(counter.clone());
+    let mut other = timer.sleep(10 * MS);
+    assert!(poll_with(&mut other, &other_waker).is_pending());
+
+    // Neither resetting nor dropping `doomed` may touch `other`.
+    Pin::new(&mut doomed).reset(timer.now() + 5 * MS);
+    timer.advance(5 * MS);
+    assert_eq!(
+        counter.count(),
+        0,
+        "`other` fired early, moved by `doomed`'s reset"
+    );
+    drop(doomed);
+    timer.advance(5 * MS);
+    assert_eq!(
+        counter.count(),
+        1,
+        "`other` was lost: cancelled by `doomed`'s drop"
+    );
+    assert!(poll_once(&mut other).is_ready());
+    assert_eq!(timer.stats().registered, 0);
+}
+
+/// Defect 1, through `Interval::reset_immediately`.
+#[test]
+fn an_interval_reset_waking_a_panicking_waker_leaves_no_stale_key() {
+    let timer = manual();
+    let bad = faulty_waker(Fault::Wake);
+    let mut interval = timer.interval(HOUR);
+    let mut cx = Context::from_waker(bad.waker());
+    assert!(
+        interval.poll_tick(&mut cx).is_ready(),
+        "the first tick is immediate"
+    );
+    assert!(interval.poll_tick(&mut cx).is_pending());
+    let _ = panicked(|| interval.reset_immediately());
+
+    let counter = Counter::new();
+    let mut other = timer.sleep(10 * MS);
+    assert!(poll_with(&mut other, &Waker::from(counter.clone())).is_pending());
+    drop(interval);
+    timer.advance(10 * MS);
+    assert_eq!(
+        counter.count(),
+        1,
+        "`other` was cancelled by the interval's drop"
+    );
+}
+
+/// Defect 1, through `DelayQueue::insert` of an item due now while a task waits.
+#[test]
+fn a_delay_queue_insert_waking_a_panicking_waker_leaves_no_stale_key() {
+    let timer = manual();
+    let bad = faulty_waker(Fault::Wake);
+    let mut queue = DelayQueue::with_timer(timer.clone(), 0);
+    queue.insert("later", HOUR);
+    let mut cx = Context::from_waker(bad.waker());
+    assert!(queue.poll_expired(&mut cx).is_pending());
+    let _ = panicked(|| {
+        queue.insert("now", Duration::ZERO);
+    });
+
+    let counter = Counter::new();
+    let mut other = timer.sleep(10 * MS);
+    assert!(poll_with(&mut other, &Waker::from(counter.clone())).is_pending());
+    drop(queue);
+    timer.advance(10 * MS);
+    assert_eq!(
+        counter.count(),
+        1,
+        "`other` was cancelled by the queue's drop"
+    );
+}
+
+/// Defect 2: wakers that panic when the task driver stops (its runtime shut down) are
+/// counted like any other.
+#[test]
+fn wakers_panicking_while_the_runtime_shuts_down_are_counted() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let timer = runtime.block_on(async { Timer::new() });
+    let bad = faulty_waker(Fault::Wake);
+    let mut sleep = registered_with(&timer, HOUR, &bad);
+    drop(runtime);
+    assert_eq!(bad.wakes(), 1, "woken when the runtime went");
+    assert_eq!(timer.stats().waker_panics, 1);
+    // The sleep is still whole: it completes on the fallback driver.
+    Pin::new(&mut sleep).reset(timer.now() + MS);
+    futures::executor::block_on(sleep);
+}
+
+fn driver_threads() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .map(|tasks| {
+            tasks
+                .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+                .filter(|name| name.trim() == "tickless-driver")
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// Defect 3: runtimes without time do not each leak a timer and a driver thread.
+#[test]
+fn runtimes_without_time_share_one_fallback_timer_and_leak_no_threads() {
+    let before = driver_threads();
+    for _ in 0..10 {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        // Inside the runtime, so that its default timer is asked for.
+        runtime.block_on(async { tickless::sleep(MS).await });
+        drop(runtime);
+    }
+    let grown = driver_threads().saturating_sub(before);
+    assert!(
+        grown <= 1,
+        "{grown} driver threads left behind by 10 runtimes"
+    );
+}
+
+/// Defect 4: a paused runtime that advanced an hour shuts down; the timer goes on from
+/// there on the real clock, and a new 50 ms sleep takes 50 ms, not microseconds.
+#[test]
+fn shutting_down_a_paused_runtime_never_sends_the_clock_back() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    let (timer, mut pending) = runtime.block_on(async {
+        let timer = Timer::new();
+        tokio::time::advance(HOUR).await;
+        timer.sleep(MS).await;
+        let pending = timer.sleep(80 * MS);
+        (timer, pending)
+    });
+    assert!(poll_once(&mut pending).is_pending());
+    drop(runtime);
+    let wall = std::time::Instant::now();
+    futures::executor::block_on(timer.sleep(50 * MS));
+    assert!(
+        wall.elapsed() >= 50 * MS,
+        "a 50 ms sleep took {:?}",
+        wall.elapsed()
+    );
+    futures::executor::block_on(pending);
+    assert!(
+        wall.elapsed() >= 80 * MS,
+        "the pending 80 ms sleep kept its remaining time"
+    );
+}
+
+/// Defect 5: concurrent advances add up exactly.
+#[test]
+fn concurrent_advances_move_the_clock_by_their_sum() {
+    let timer = manual();
+    let start = timer.now();
+    let barrier = Arc::new(std::sync::Barrier::new(4));
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            let (timer, barrier) = (timer.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                barrier.wait();
+                for _ in 0..25_000 {
+                    timer.advance(Duration::from_nanos(100));
+                }
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().unwrap();
+    }
+    assert_eq!(timer.now() - start, 10 * MS);
+}
+
+struct AdvancingWaker(Timer);
+
+impl std::task::Wake for AdvancingWaker {
+    fn wake(self: Arc<Self>) {
+        self.0.advance(MS);
+    }
+}
+
+/// Defect 6: a waker that advances the manual clock it was woken by does not deadlock;
+/// what its advance makes due fires before the outer advance returns.
+#[test]
+fn a_waker_that_advances_its_own_timer_does_not_deadlock() {
+    let timer = manual();
+    let fired = within(Duration::from_secs(10), "advance from a waker", move || {
+        let waker = Waker::from(Arc::new(AdvancingWaker(timer.clone())));
+        let mut first = timer.sleep(MS);
+        assert!(poll_with(&mut first, &waker).is_pending());
+        let counter = Counter::new();
+        let mut second = timer.sleep(2 * MS);
+        assert!(poll_with(&mut second, &Waker::from(counter.clone())).is_pending());
+        timer.advance(MS); // fires `first`, whose waker advances to 2 ms
+        counter.count()
+    });
+    assert_eq!(fired, 1, "the timer made due by the nested advance fired");
+}
+
+/// Defect 7: a `DelayQueue` holding a `Duration::MAX` item does not spin once the clock
+/// passes 292 years.
+#[test]
+fn a_delay_queue_does_not_spin_past_292_years() {
+    within(Duration::from_secs(10), "poll_expired", || {
+        let timer = manual();
+        let mut queue = DelayQueue::with_timer(timer.clone(), 0);
+        queue.insert("never", Duration::MAX);
+        let mut cx = Context::from_waker(Waker::noop());
+        assert!(queue.poll_expired(&mut cx).is_pending());
+        timer.advance(300 * YEAR);
+        assert!(
+            queue.poll_expired(&mut cx).is_pending(),
+            "not due for a million years"
+        );
+        queue.insert("soon", YEAR);
+        timer.advance(YEAR);
+        match queue.poll_expired(&mut cx) {
+            Poll::Ready(Some(item)) => assert_eq!(item.into_inner(), "soon"),
+            other => panic!(
+                "expected the item due at 301 years, got {:?}",
+                other.is_ready()
+            ),
+        }
+    });
+}
+
+/// Defect 8: an `Interval` keeps its period past 292 years.
+#[test]
+fn an_interval_keeps_ticking_past_292_years() {
+    within(Duration::from_secs(10), "interval ticks", || {
+        let timer = manual();
+        let start = timer.now();
+        let mut interval = timer.interval_at(start, 100 * YEAR);
+        interval.set_missed_tick_behavior(MissedTickBehavior::Skip);
+        let mut cx = Context::from_waker(Waker::noop());
+        let mut seen = Vec::new();
+        for _ in 0..5 {
+            match interval.poll_tick(&mut cx) {
+                Poll::Ready(at) => seen.push(at - start),
+                Poll::Pending => {
+                    timer.advance(100 * YEAR);
+                    match interval.poll_tick(&mut cx) {
+                        Poll::Ready(at) => seen.push(at - start),
+                        Poll::Pending => panic!("no tick after a whole period"),
+                    }
+                }
+            }
+        }
+        let expected: Vec<Duration> = (0..5).map(|i| i * 100 * YEAR).collect();
+        assert_eq!(seen, expected);
+    });
+}
+
+/// Defect 9: a task waiting in `poll_expired` is woken when the queue becomes empty, by
+/// `remove`, `try_remove` or `clear`, so it sees the end of the stream at once.
+#[test]
+fn emptying_a_delay_queue_wakes_the_task_waiting_on_it() {
+    type Empty = fn(&mut DelayQueue<&'static str>, tickless::delay_queue::Key);
+    let ways: [(&str, Empty); 3] = [
+        ("remove", |queue, key| {
+            queue.remove(&key);
+        }),
+        ("try_remove", |queue, key| {
+            queue.try_remove(&key);
+        }),
+        ("clear", |queue, _| queue.clear()),
+    ];
+    for (how, empty) in ways {
+        let timer = manual();
+        let mut queue = DelayQueue::with_timer(timer.clone(), 0);
+        let key = queue.insert("item", HOUR);
+        let counter = Counter::new();
+        let waker = Waker::from(counter.clone());
+        assert!(queue
+            .poll_expired(&mut Context::from_waker(&waker))
+            .is_pending());
+        empty(&mut queue, key);
+        assert_eq!(counter.count(), 1, "{how} did not wake the waiting task");
+        assert!(matches!(
+            queue.poll_expired(&mut Context::from_waker(&waker)),
+            Poll::Ready(None)
+        ));
+    }
+}
+
+/// Defect 10: `compact` exists, shrinks the storage to the items held, and keeps every
+/// key valid.
+#[tokio::test(start_paused = true)]
+async fn compact_shrinks_storage_and_keeps_keys_valid() {
+    let start = Instant::now();
+    let mut queue = DelayQueue::with_capacity(10);
+    let keys: Vec<_> = (0..6_u64)
+        .map(|i| queue.insert(i, Duration::from_secs(i + 1)))
+        .collect();
+    for key in &keys[..3] {
+        queue.remove(key);
+    }
+    queue.compact();
+    assert_eq!(queue.capacity(), 3);
+    for (i, key) in keys.iter().enumerate().skip(3) {
+        assert_eq!(
+            queue.deadline(key),
+            start + Duration::from_secs(i as u64 + 1)
+        );
+    }
+    queue.reset(&keys[4], Duration::from_secs(10));
+    assert_eq!(queue.remove(&keys[3]).into_inner(), 3);
+    assert!(
+        queue.try_remove(&keys[0]).is_none(),
+        "a removed item's key stays stale"
+    );
+    let new = queue.insert(99, MS);
+    assert_eq!(queue.next().await.unwrap().into_inner(), 99);
+    assert!(queue.try_remove(&new).is_none());
+    assert_eq!(queue.next().await.unwrap().into_inner(), 5);
+    assert_eq!(queue.next().await.unwrap().into_inner(), 4);
+    assert!(queue.next().await.is_none());
+}

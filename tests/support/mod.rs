@@ -1,0 +1,173 @@
+//! Helpers shared by the fault-injection and concurrency tests: wakers that count or
+//! misbehave on purpose, a manual-clock timer, polling by hand, and a watchdog for tests
+//! whose failure mode is a hang.
+#![allow(dead_code)] // each test file uses its own part
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll, RawWaker, RawWakerVTable, Wake, Waker};
+use std::time::Duration;
+use tickless::Timer;
+
+pub const MS: Duration = Duration::from_millis(1);
+
+/// A timer on a manual clock: time moves only by `Timer::advance`.
+pub fn manual() -> Timer {
+    Timer::builder().manual_clock().build().unwrap()
+}
+
+/// A waker that counts its wakes.
+#[derive(Default)]
+pub struct Counter(AtomicUsize);
+
+impl Counter {
+    pub fn new() -> Arc<Counter> {
+        Arc::new(Counter::default())
+    }
+
+    pub fn count(&self) -> usize {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+impl Wake for Counter {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// Polls `future` once with `waker`.
+pub fn poll_with<F: Future + Unpin>(future: &mut F, waker: &Waker) -> Poll<F::Output> {
+    Pin::new(future).poll(&mut Context::from_waker(waker))
+}
+
+/// Polls `future` once with a no-op waker.
+pub fn poll_once<F: Future + Unpin>(future: &mut F) -> Poll<F::Output> {
+    poll_with(future, Waker::noop())
+}
+
+/// Where a [`faulty_waker`] panics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    Wake,
+    Clone,
+    Drop,
+}
+
+struct Faulty {
+    fault: Fault,
+    wakes: AtomicUsize,
+}
+
+/// A waker that panics on wake, on clone or on drop (of a clone: the original handed out
+/// here is dropped without a panic by [`FaultyWaker`]'s own drop only when the fault is
+/// not `Drop`). Counts wakes that got as far as the waker.
+pub struct FaultyWaker {
+    waker: Option<Waker>,
+    state: Arc<Faulty>,
+}
+
+impl FaultyWaker {
+    pub fn waker(&self) -> &Waker {
+        self.waker.as_ref().unwrap()
+    }
+
+    pub fn wakes(&self) -> usize {
+        self.state.wakes.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for FaultyWaker {
+    fn drop(&mut self) {
+        // The original is leaked when its drop would panic: only the clones misbehave.
+        if let Some(waker) = self.waker.take() {
+            if self.state.fault == Fault::Drop {
+                std::mem::forget(waker);
+            }
+        }
+    }
+}
+
+pub fn faulty_waker(fault: Fault) -> FaultyWaker {
+    let state = Arc::new(Faulty {
+        fault,
+        wakes: AtomicUsize::new(0),
+    });
+    let raw = RawWaker::new(Arc::into_raw(state.clone()).cast(), &VTABLE);
+    // SAFETY: the vtable's functions treat the data pointer as an `Arc<Faulty>` made by
+    // `Arc::into_raw`, and keep its reference count balanced.
+    let waker = unsafe { Waker::from_raw(raw) };
+    FaultyWaker {
+        waker: Some(waker),
+        state,
+    }
+}
+
+static VTABLE: RawWakerVTable = RawWakerVTable::new(clone_raw, wake_raw, wake_by_ref_raw, drop_raw);
+
+fn faulty(data: *const ()) -> &'static Faulty {
+    // SAFETY: `data` is a live `Arc<Faulty>` pointer for as long as a waker holds it.
+    unsafe { &*data.cast::<Faulty>() }
+}
+
+unsafe fn clone_raw(data: *const ()) -> RawWaker {
+    if faulty(data).fault == Fault::Clone {
+        panic!("a waker panicked on clone (injected)");
+    }
+    // SAFETY: `data` came from `Arc::into_raw`; the clone adds one reference.
+    unsafe { Arc::increment_strong_count(data.cast::<Faulty>()) };
+    RawWaker::new(data, &VTABLE)
+}
+
+unsafe fn wake_raw(data: *const ()) {
+    // SAFETY: waking by value consumes this reference.
+    unsafe { wake_by_ref_raw(data) };
+    // SAFETY: as above.
+    unsafe { drop_raw_quietly(data) };
+}
+
+unsafe fn wake_by_ref_raw(data: *const ()) {
+    let state = faulty(data);
+    state.wakes.fetch_add(1, Ordering::SeqCst);
+    if state.fault == Fault::Wake {
+        panic!("a waker panicked on wake (injected)");
+    }
+}
+
+unsafe fn drop_raw(data: *const ()) {
+    let fault = faulty(data).fault;
+    // SAFETY: releases this waker's reference.
+    unsafe { drop_raw_quietly(data) };
+    if fault == Fault::Drop {
+        panic!("a waker panicked on drop (injected)");
+    }
+}
+
+unsafe fn drop_raw_quietly(data: *const ()) {
+    // SAFETY: `data` came from `Arc::into_raw` and this waker owned one reference.
+    unsafe { drop(Arc::from_raw(data.cast::<Faulty>())) };
+}
+
+/// Runs `f` on a thread and fails the test if it does not finish within `limit`: for
+/// tests whose failure is a hang or a spin.
+pub fn within<T: Send + 'static>(
+    limit: Duration,
+    what: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> T {
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(f());
+    });
+    match finished.recv_timeout(limit) {
+        Ok(value) => value,
+        Err(_) => panic!("{what}: did not finish within {limit:?} (hang or spin)"),
+    }
+}
+
+/// Runs `f`, catching a panic; `true` if it panicked.
+pub fn panicked(f: impl FnOnce()) -> bool {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_err()
+}
