@@ -67,3 +67,7 @@ pub use time::{
 pub use timer::{BuildError, Builder, Driver, EnterGuard, Stats, Timer, MAX_WHEEL_SIZE};
 /// tokio's `Instant`, so a paused tokio clock is the timer's clock too.
 pub use tokio::time::Instant;
+/// tokio's clock controls (feature `test-util`): they move the clock of tickless's timers
+/// driven by that runtime too, so `use tickless as time;` covers `time::pause()` as well.
+#[cfg(feature = "test-util")]
+pub use tokio::time::{advance, pause, resume};

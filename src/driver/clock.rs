@@ -1,16 +1,27 @@
 //! The one place where time is converted: `Instant`s to wheel ticks and back.
 //!
-//! Ticks count `tick`-long steps from the timer's origin. A deadline becomes a tick by
-//! rounding **up** and "now" by rounding **down**, so an entry that fires at
-//! `deadline_tick <= now_tick` never fires before its deadline. All arithmetic saturates.
+//! A clock counts signed nanoseconds from its origin; ticks count `tick`-long steps from
+//! it. A deadline becomes a tick by rounding **up** and "now" by rounding **down**, so an
+//! entry that fires at `deadline_tick <= now_tick` never fires before its deadline. All
+//! arithmetic saturates.
 //!
 //! Where the time comes from is fixed when the timer is built ([`Source`]): tokio's
-//! [`Instant::now`] for a timer driven by a task (so a paused tokio clock, `advance` and
-//! `start_paused` are its clock too, read from that runtime's tasks); the real clock for
-//! a timer driven by a thread, whatever runtime the caller is in; or a manual clock that
-//! moves only when told to.
+//! [`Instant::now`] for a timer driven by a tokio runtime (so a paused tokio clock,
+//! `advance` and `start_paused` are its clock too, read in that runtime), the real clock
+//! for a timer driven by a thread, whatever runtime the caller is in, or a manual clock
+//! that moves only when told to.
+//!
+//! # Continuity
+//!
+//! A timer whose runtime shuts down goes on on the real clock ([`Clock::use_real_clock`]),
+//! but a paused runtime's clock may stand hours away from real time. So the switch keeps
+//! the timer's own time continuous: from then on every reading of the real clock, and
+//! every instant converted, is shifted by how far the paused clock stood from the real one
+//! at the switch (`shift_nanos`). The wheel's time never goes back, pending timers keep
+//! the time they had left, and instants handed out afterwards (`now`, a `Sleep`'s
+//! deadline) are on the real clock that `Instant::now()` reads outside the runtime.
 
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicU8, Ordering};
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -32,17 +43,22 @@ pub(crate) fn deadline_after(now: Instant, duration: Duration) -> Instant {
         .unwrap_or(now)
 }
 
+/// Where a manual clock stops: one nanosecond short of `u64::MAX`, so that a deadline that
+/// saturated to the last tick (`u64::MAX` at a 1 ns tick) is never reached, and never fires
+/// early.
+pub(crate) const MANUAL_END: u64 = u64::MAX - 1;
+
 /// Where a clock reads the time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
 pub(crate) enum Source {
-    /// `tokio::time::Instant::now()`: the paused clock of the runtime current on the
-    /// calling thread, if it has one. For timers driven by a task of that runtime.
+    /// `tokio::time::Instant::now()`: the (possibly paused) clock of the runtime current on
+    /// the calling thread. For timers driven by a tokio runtime, read in that runtime.
     Tokio = 0,
     /// The real, monotonic clock, whatever runtime the caller is in. For timers driven by
-    /// a thread, and for a task timer whose runtime has shut down.
+    /// a thread, and for a tokio timer whose runtime has shut down.
     Real = 1,
-    /// Moved only by [`Clock::advance_to`].
+    /// Moved only by [`Clock::advance_by`] and [`Clock::advance_to`].
     Manual = 2,
 }
 
@@ -55,61 +71,125 @@ pub(crate) struct Clock {
     source: AtomicU8,
     /// For [`Source::Manual`]: nanoseconds past `origin`.
     manual_nanos: AtomicU64,
+    /// Added to every conversion once a tokio clock was replaced by the real one (see the
+    /// module docs); zero before.
+    shift_nanos: AtomicI64,
+    /// The latest tick a turn has advanced the wheel to: the time the timer has seen.
+    seen_tick: AtomicU64,
 }
 
 fn real_now() -> Instant {
     Instant::from_std(std::time::Instant::now())
 }
 
+fn saturate_i64(nanos: i128) -> i64 {
+    nanos.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64
+}
+
 impl Clock {
     /// A clock whose tick 0 is now on `source`. `tick` must not be zero. A manual clock
-    /// starts at tokio's now and then moves only by [`advance_to`](Self::advance_to).
+    /// starts at tokio's now and then moves only when told to.
     pub(crate) fn new(tick: Duration, source: Source) -> Self {
-        let tick_nanos = u64::try_from(tick.as_nanos()).unwrap_or(u64::MAX);
-        debug_assert!(tick_nanos > 0, "zero tick");
         let origin = match source {
             Source::Tokio | Source::Manual => Instant::now(),
             Source::Real => real_now(),
         };
+        Clock::with_origin(origin, tick, source)
+    }
+
+    /// A clock whose tick 0 is `origin` (at or before now on `source`).
+    pub(crate) fn with_origin(origin: Instant, tick: Duration, source: Source) -> Self {
+        let tick_nanos = u64::try_from(tick.as_nanos()).unwrap_or(u64::MAX);
+        debug_assert!(tick_nanos > 0, "zero tick");
         Clock {
             origin,
             tick_nanos: tick_nanos.max(1),
             source: AtomicU8::new(source as u8),
             manual_nanos: AtomicU64::new(0),
+            shift_nanos: AtomicI64::new(0),
+            seen_tick: AtomicU64::new(0),
         }
+    }
+
+    fn source(&self) -> u8 {
+        self.source.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn is_manual(&self) -> bool {
+        self.source() == Source::Manual as u8
     }
 
     /// The current instant on this clock.
     pub(crate) fn now(&self) -> Instant {
-        match self.source.load(Ordering::Relaxed) {
+        match self.source() {
             0 => Instant::now(),
             1 => real_now(),
             _ => self.origin + Duration::from_nanos(self.manual_nanos.load(Ordering::Acquire)),
         }
     }
 
-    /// Switches a tokio clock to the real one: its runtime has shut down, so there is no
-    /// paused clock left to follow. A clock that was paused and moved by hand keeps its
-    /// instants but now advances with real time, so deadlines set in virtual time may
-    /// come sooner or later than they would have there.
-    pub(crate) fn use_real_clock(&self) {
-        let _ = self.source.compare_exchange(
-            Source::Tokio as u8,
-            Source::Real as u8,
-            Ordering::Relaxed,
-            Ordering::Relaxed,
-        );
+    /// Signed nanoseconds from the origin to `instant`, shifted (see the module docs).
+    fn nanos(&self, instant: Instant) -> i128 {
+        let since = match instant.checked_duration_since(self.origin) {
+            Some(since) => since.as_nanos() as i128,
+            None => -(self.origin.duration_since(instant).as_nanos() as i128),
+        };
+        since + i128::from(self.shift_nanos.load(Ordering::Acquire))
+    }
+
+    /// The instant `nanos` (shifted) nanoseconds from the origin, saturated.
+    fn instant_at_nanos(&self, nanos: i128) -> Instant {
+        let unshifted = nanos - i128::from(self.shift_nanos.load(Ordering::Acquire));
+        let magnitude = unshifted.unsigned_abs();
+        let secs = u64::try_from(magnitude / NANOS_PER_SEC).unwrap_or(u64::MAX);
+        let duration = Duration::new(secs, (magnitude % NANOS_PER_SEC) as u32);
+        if unshifted >= 0 {
+            deadline_after(self.origin, duration)
+        } else {
+            self.origin.checked_sub(duration).unwrap_or(self.origin)
+        }
+    }
+
+    /// Switches a tokio clock to the real one, keeping the timer's time continuous (see
+    /// the module docs): its runtime has shut down, so there is no paused clock left to
+    /// follow. `runtime_now` is that runtime's clock, if the caller could still read it;
+    /// otherwise the latest time a turn saw stands in for it.
+    pub(crate) fn use_real_clock(&self, runtime_now: Option<Instant>) {
+        if self.source() != Source::Tokio as u8 {
+            return;
+        }
+        let seen = i128::from(self.seen_tick.load(Ordering::Acquire)) * i128::from(self.tick_nanos);
+        let stood = runtime_now.map_or(seen, |now| self.nanos(now).max(seen));
+        let real = self.nanos(real_now());
+        self.shift_nanos
+            .store(saturate_i64(stood - real), Ordering::Release);
+        self.source.store(Source::Real as u8, Ordering::Release);
+    }
+
+    /// Moves a manual clock forward by `duration`, exactly, however many threads do so at
+    /// once; returns `false` for any other clock. Saturates at [`MANUAL_END`] nanoseconds
+    /// from the origin (584 years).
+    pub(crate) fn advance_by(&self, duration: Duration) -> bool {
+        if !self.is_manual() {
+            return false;
+        }
+        let by = u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX);
+        let _ = self
+            .manual_nanos
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |nanos| {
+                Some(nanos.saturating_add(by).min(MANUAL_END))
+            });
+        true
     }
 
     /// Moves a manual clock forward to `instant` (never back); returns `false` for any
-    /// other clock, which this cannot move. The offset saturates at `u64::MAX` nanoseconds
-    /// (584 years).
+    /// other clock. Saturates as [`advance_by`](Self::advance_by).
     pub(crate) fn advance_to(&self, instant: Instant) -> bool {
-        if self.source.load(Ordering::Relaxed) != Source::Manual as u8 {
+        if !self.is_manual() {
             return false;
         }
         let target = instant.saturating_duration_since(self.origin).as_nanos();
-        let target = u64::try_from(target).unwrap_or(u64::MAX);
+        let target = u64::try_from(target).map_or(MANUAL_END, |t| t.min(MANUAL_END));
         self.manual_nanos.fetch_max(target, Ordering::AcqRel);
         true
     }
@@ -118,31 +198,37 @@ impl Clock {
         Duration::from_nanos(self.tick_nanos)
     }
 
+    /// Records that a turn advanced the wheel to `tick`.
+    pub(crate) fn saw(&self, tick: u64) {
+        self.seen_tick.fetch_max(tick, Ordering::AcqRel);
+    }
+
     /// The tick at which `deadline` has certainly passed: rounded up.
     pub(crate) fn deadline_tick(&self, deadline: Instant) -> u64 {
-        let since = deadline.saturating_duration_since(self.origin);
-        ticks(since, self.tick_nanos, Rounding::Up)
+        ticks(self.nanos(deadline), self.tick_nanos, Rounding::Up)
     }
 
     /// The current tick: rounded down.
     pub(crate) fn now_tick(&self) -> u64 {
-        let since = self.now().saturating_duration_since(self.origin);
-        ticks(since, self.tick_nanos, Rounding::Down)
+        match self.source() {
+            2 => div_tick(
+                self.manual_nanos.load(Ordering::Acquire),
+                self.tick_nanos,
+                Rounding::Down,
+            ),
+            _ => ticks(self.nanos(self.now()), self.tick_nanos, Rounding::Down),
+        }
     }
 
     /// `instant` as signed nanoseconds from this clock's origin, saturated at about 292
     /// years either way: how a `Sleep` keeps its deadline in 8 bytes instead of 16.
     pub(crate) fn offset(&self, instant: Instant) -> i64 {
-        let saturated = |since: Duration| i64::try_from(since.as_nanos()).unwrap_or(i64::MAX);
-        match instant.checked_duration_since(self.origin) {
-            Some(since) => saturated(since),
-            None => -saturated(self.origin.duration_since(instant)),
-        }
+        saturate_i64(self.nanos(instant))
     }
 
     /// The current time as an [`offset`](Self::offset).
     pub(crate) fn now_offset(&self) -> i64 {
-        match self.source.load(Ordering::Relaxed) {
+        match self.source() {
             2 => i64::try_from(self.manual_nanos.load(Ordering::Acquire)).unwrap_or(i64::MAX),
             _ => self.offset(self.now()),
         }
@@ -150,12 +236,7 @@ impl Clock {
 
     /// The instant `offset` nanoseconds from the origin.
     pub(crate) fn instant_at_offset(&self, offset: i64) -> Instant {
-        let nanos = Duration::from_nanos(offset.unsigned_abs());
-        if offset >= 0 {
-            deadline_after(self.origin, nanos)
-        } else {
-            self.origin.checked_sub(nanos).unwrap_or(self.origin)
-        }
+        self.instant_at_nanos(i128::from(offset))
     }
 
     /// The tick at which the instant at `offset` has certainly passed: rounded up, as
@@ -166,10 +247,7 @@ impl Clock {
 
     /// The instant at which `tick` begins, saturated to a far future.
     pub(crate) fn instant_at(&self, tick: u64) -> Instant {
-        let nanos = u128::from(tick) * u128::from(self.tick_nanos);
-        let secs = u64::try_from(nanos / NANOS_PER_SEC).unwrap_or(u64::MAX);
-        let since = Duration::new(secs, (nanos % NANOS_PER_SEC) as u32);
-        deadline_after(self.origin, since)
+        self.instant_at_nanos(i128::from(tick) * i128::from(self.tick_nanos))
     }
 }
 
@@ -193,16 +271,17 @@ fn div_tick(nanos: u64, tick_nanos: u64, rounding: Rounding) -> u64 {
     }
 }
 
-fn ticks(since: Duration, tick_nanos: u64, rounding: Rounding) -> u64 {
+/// Signed nanoseconds from the origin as ticks: before the origin is tick 0, past `u64`
+/// saturates.
+fn ticks(nanos: i128, tick_nanos: u64, rounding: Rounding) -> u64 {
+    if nanos <= 0 {
+        return 0;
+    }
     // The common case fits u64 nanoseconds (up to ~584 years); u128 division is slower.
-    if let Some(nanos) = since
-        .as_secs()
-        .checked_mul(NANOS_PER_SEC as u64)
-        .and_then(|n| n.checked_add(u64::from(since.subsec_nanos())))
-    {
+    if let Ok(nanos) = u64::try_from(nanos) {
         return div_tick(nanos, tick_nanos, rounding);
     }
-    let nanos = since.as_nanos();
+    let nanos = nanos as u128;
     let ticks = match rounding {
         Rounding::Up => nanos.div_ceil(u128::from(tick_nanos)),
         Rounding::Down => nanos / u128::from(tick_nanos),
@@ -225,10 +304,11 @@ mod tests {
             (MS, 1, 1),
             (MS + 1, 2, 1),
         ] {
-            let since = Duration::from_nanos(nanos);
+            let since = i128::from(nanos);
             assert_eq!(ticks(since, MS, Rounding::Up), up, "{nanos} up");
             assert_eq!(ticks(since, MS, Rounding::Down), down, "{nanos} down");
         }
+        assert_eq!(ticks(-5, MS, Rounding::Up), 0, "before the origin");
         // The constant-divisor fast paths agree with plain division for every tick.
         for tick in [1, 3, 1_000, MS - 1, MS, MS + 1, 7 * MS] {
             for nanos in [
@@ -251,12 +331,13 @@ mod tests {
 
     #[test]
     fn huge_durations_saturate() {
-        assert_eq!(ticks(Duration::MAX, 1, Rounding::Up), u64::MAX);
-        assert_eq!(ticks(Duration::MAX, MS, Rounding::Down), u64::MAX);
-        let past_u64_nanos = Duration::from_secs(600 * 365 * 86_400);
+        let max = Duration::MAX.as_nanos() as i128;
+        assert_eq!(ticks(max, 1, Rounding::Up), u64::MAX);
+        assert_eq!(ticks(max, MS, Rounding::Down), u64::MAX);
+        let past_u64_nanos = Duration::from_secs(600 * 365 * 86_400).as_nanos();
         assert_eq!(
-            ticks(past_u64_nanos, MS, Rounding::Down) as u128,
-            past_u64_nanos.as_nanos() / MS as u128
+            ticks(past_u64_nanos as i128, MS, Rounding::Down) as u128,
+            past_u64_nanos / MS as u128
         );
     }
 
@@ -280,9 +361,19 @@ mod tests {
         assert_eq!(clock.now_tick(), 5);
         assert!(clock.advance_to(start + Duration::from_millis(2)));
         assert_eq!(clock.now() - start, Duration::from_millis(5), "never back");
+        assert!(clock.advance_by(Duration::from_millis(2)));
+        assert_eq!(clock.now() - start, Duration::from_millis(7));
+        assert!(clock.advance_by(Duration::MAX));
+        assert_eq!(
+            clock.now() - start,
+            Duration::from_nanos(MANUAL_END),
+            "saturates at 584 years"
+        );
         assert!(!Clock::new(Duration::from_millis(1), Source::Tokio).advance_to(start));
-        assert!(!Clock::new(Duration::from_millis(1), Source::Real).advance_to(start));
+        assert!(!Clock::new(Duration::from_millis(1), Source::Real).advance_by(MS_DURATION));
     }
+
+    const MS_DURATION: Duration = Duration::from_millis(1);
 
     #[test]
     fn offsets_are_exact_nanoseconds_either_side_of_the_origin_and_saturate() {
@@ -309,6 +400,34 @@ mod tests {
         manual.advance_to(manual.origin + Duration::from_nanos(5));
         assert_eq!(manual.now_offset(), 5);
         assert_eq!(manual.offset(manual.now()), 5);
+    }
+
+    #[test]
+    fn switching_to_the_real_clock_continues_from_where_the_runtime_clock_stood() {
+        let clock = Clock::new(Duration::from_millis(1), Source::Tokio);
+        let an_hour = Duration::from_secs(3600);
+        // The paused clock stood an hour ahead of real time when its runtime went.
+        let stood = real_now() + an_hour;
+        clock.use_real_clock(Some(stood));
+        let now_tick = clock.now_tick();
+        assert!(now_tick >= 3_600_000, "time went back to {now_tick}");
+        assert!(now_tick < 3_600_000 + 60_000, "time jumped to {now_tick}");
+        // Instants handed out and taken in are on the real clock from now on.
+        let now = clock.now();
+        assert!(now <= real_now());
+        let in_300 = now + Duration::from_millis(300);
+        assert_eq!(
+            clock.deadline_tick(in_300),
+            clock.offset_tick(clock.offset(in_300))
+        );
+        let wait = clock.instant_at(clock.deadline_tick(in_300)) - now;
+        assert!(wait >= Duration::from_millis(300), "{wait:?}");
+        assert!(wait <= Duration::from_millis(302), "{wait:?}");
+        // Without a reading of the runtime's clock, the latest tick a turn saw stands in.
+        let unread = Clock::new(Duration::from_millis(1), Source::Tokio);
+        unread.saw(5_000);
+        unread.use_real_clock(None);
+        assert!(unread.now_tick() >= 5_000);
     }
 
     #[test]

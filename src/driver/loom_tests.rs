@@ -1,75 +1,272 @@
-//! Every interleaving of a registration with a driver turn, under loom.
+//! Every interleaving of the driver's protocols, under loom.
 //!
 //! Run with `RUSTFLAGS="--cfg tickless_loom" cargo test --release --lib loom`.
-//! The property is rule 4 of the ground rules: an insert that needs the driver earlier than
-//! it would wake on its own is either seen by the turn or wakes the driver.
+//!
+//! The models drive the real code (shards, turn, token, registrations) with a fake alarm
+//! standing in for tokio's timer, and a manual clock so that "now" is chosen by the model.
+//! What each checks:
+//!
+//! - ground rule 4: an insert racing a turn is seen by the turn or moves the alarm;
+//! - the token: work asked for while another thread holds it is done before it lets go,
+//!   and a manual `advance` racing another returns only once its timers have fired;
+//! - rule 3: a timer cancelled, reset or polled with a new waker while the driver fires it
+//!   leaves no entry behind, is never woken twice, and is never left asleep;
+//! - the runtime going away while timers are registered and dropped: every waiting timer
+//!   is woken or finds the fallback driver started.
 
+use super::registration::{Registration, IDLE};
 use super::*;
-use loom::sync::atomic::AtomicBool as LoomBool;
-use std::task::Wake;
+use loom::sync::atomic::{AtomicBool, AtomicUsize};
+use loom::sync::Arc as LoomArc;
+use std::task::{Context, Poll, Wake};
 use std::time::Duration;
 
-struct Flag(LoomBool);
+/// A waker that counts its wakes.
+struct Count(AtomicUsize);
 
-impl Wake for Flag {
-    fn wake(self: Arc<Self>) {
-        self.0.store(true, Ordering::SeqCst);
+impl Wake for Count {
+    fn wake(self: std::sync::Arc<Self>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
     }
 }
 
-fn shared() -> Arc<Shared> {
-    Arc::new(Shared::new(
-        Clock::new(Duration::from_millis(1), clock::Source::Real),
-        64,
-    ))
+fn counter() -> (std::sync::Arc<Count>, Waker) {
+    let count = std::sync::Arc::new(Count(AtomicUsize::new(0)));
+    (count.clone(), Waker::from(count))
 }
 
-fn register(shared: &Arc<Shared>, deadline_tick: u64) -> usize {
-    match shared.register(deadline_tick, Some(Waker::noop())) {
-        Registered::Pending(key) => key,
-        Registered::Elapsed => panic!("tick {deadline_tick} is not due"),
+/// The alarm tokio's timer would be: it records what it is armed for.
+struct FakeAlarm(LoomArc<AtomicU64>);
+
+impl Alarm for FakeAlarm {
+    fn in_context(&self) -> bool {
+        true
     }
+    fn relay(&self) {
+        unreachable!("always in context");
+    }
+    fn armed(&self) -> u64 {
+        self.0.load(Ordering::SeqCst)
+    }
+    fn rearm(&mut self, _: &Clock, tick: u64) {
+        self.0.store(tick, Ordering::SeqCst);
+    }
+    fn arm(&mut self, _: &Clock, tick: Option<u64>) -> Armed {
+        self.0.store(tick.unwrap_or(u64::MAX), Ordering::SeqCst);
+        Armed::Waiting
+    }
+    fn shutting_down(&mut self) -> bool {
+        false
+    }
+}
+
+/// A core in `mode` with one shard, on a manual clock (so the model sets "now"), and a
+/// fake alarm in tokio mode.
+fn core(mode: Mode) -> (Arc<Core>, Arc<Shard>, LoomArc<AtomicU64>) {
+    let clock = Clock::new(Duration::from_nanos(1), clock::Source::Manual);
+    let (core, shards) = Core::new(clock, mode, 64, 1);
+    let armed = LoomArc::new(AtomicU64::new(u64::MAX));
+    if mode == Mode::Tokio {
+        core.set_alarm(Box::new(FakeAlarm(armed.clone())));
+    }
+    let shard = shards[0].clone();
+    (core, shard, armed)
+}
+
+fn at(core: &Core, tick: u64) {
+    let origin = core.clock.instant_at(0);
+    core.clock.advance_to(origin + Duration::from_nanos(tick));
+}
+
+fn registered(shard: &Arc<Shard>, tick: u64, waker: &Waker) -> Registration {
+    let mut registration = Registration::new(shard.clone(), IDLE);
+    assert!(registration.register(tick, Some(waker)).is_pending());
+    registration
 }
 
 #[test]
-fn loom_an_earlier_insert_racing_a_turn_is_never_missed() {
+fn loom_an_insert_racing_a_turn_is_seen_or_moves_the_alarm() {
     loom::model(|| {
-        let shared = shared();
-        let flag = Arc::new(Flag(LoomBool::new(false)));
-        let driver_waker = Waker::from(flag.clone());
-        // A first turn stores the driver's waker and arms it; a timer due at tick 3 makes
-        // the next turn release the lock to wake it; one at tick 100 arms the driver at 64.
-        register(&shared, 3);
-        register(&shared, 100);
-        shared.turn_at(0, &driver_waker, &mut Vec::new());
+        let (core, shard, armed) = core(Mode::Tokio);
+        // Timers at 3 and 100; a first turn at 0 arms the alarm at 3.
+        let _early = registered(&shard, 3, Waker::noop());
+        let _late = registered(&shard, 100, Waker::noop());
+        core.alarm_went_off();
+        assert_eq!(armed.load(Ordering::SeqCst), 3);
 
-        let driver = {
-            let shared = shared.clone();
-            loom::thread::spawn(move || shared.turn_at(5, &driver_waker, &mut Vec::new()))
+        // The alarm goes off at 5 while a timer due at 10 is inserted.
+        at(&core, 5);
+        let turner = {
+            let core = core.clone();
+            loom::thread::spawn(move || core.alarm_went_off())
         };
-        let key = register(&shared, 10);
-        let next = driver.join().unwrap();
-
-        let seen_by_turn = next.is_some_and(|next| next <= 10);
-        assert!(
-            seen_by_turn || flag.0.load(Ordering::SeqCst),
-            "tick 10 neither armed ({next:?}) nor woke the driver"
-        );
-        shared.cancel(key);
+        let inserted = registered(&shard, 10, Waker::noop());
+        turner.join().unwrap();
+        let alarm = armed.load(Ordering::SeqCst);
+        assert!(alarm <= 10, "a timer due at 10, the alarm at {alarm}");
+        drop(inserted);
     });
 }
 
 #[test]
-fn loom_a_cancel_racing_the_fire_of_the_same_timer_leaves_nothing_behind() {
+fn loom_an_advance_racing_another_returns_after_its_timers_fired() {
     loom::model(|| {
-        let shared = shared();
-        let key = register(&shared, 2);
-        let driver = {
-            let shared = shared.clone();
-            loom::thread::spawn(move || shared.turn_at(2, Waker::noop(), &mut Vec::new()))
+        let (core, shard, _) = core(Mode::Manual);
+        let (count, waker) = counter();
+        let _timer = registered(&shard, 1, &waker);
+        let advance = |core: &Core, count: &Count| {
+            core.clock.advance_by(Duration::from_nanos(1));
+            core.advanced();
+            // This advance made the timer due: it has fired by the time it returns,
+            // whichever thread turned.
+            assert_eq!(count.0.load(Ordering::SeqCst), 1, "returned before firing");
         };
-        shared.cancel(key);
-        assert_eq!(driver.join().unwrap(), None);
-        assert_eq!(shared.snapshot().registered, 0);
+        let other = {
+            let (core, count) = (core.clone(), count.clone());
+            loom::thread::spawn(move || advance(&core, &count))
+        };
+        advance(&core, &count);
+        other.join().unwrap();
+        assert_eq!(core.clock.now_tick(), 2, "both moves counted");
+        assert_eq!(core.snapshot().entries_fired, 1);
+    });
+}
+
+#[test]
+fn loom_a_cancel_racing_the_fire_leaves_nothing_behind_and_wakes_at_most_once() {
+    loom::model(|| {
+        let (core, shard, _) = core(Mode::Manual);
+        let (count, waker) = counter();
+        let timer = registered(&shard, 2, &waker);
+        at(&core, 2);
+        let turner = {
+            let core = core.clone();
+            loom::thread::spawn(move || core.advanced())
+        };
+        drop(timer);
+        turner.join().unwrap();
+        assert!(count.0.load(Ordering::SeqCst) <= 1);
+        assert_eq!(core.snapshot().registered, 0, "an entry outlived its owner");
+    });
+}
+
+#[test]
+fn loom_a_reset_racing_the_fire_is_woken_or_rescheduled_never_lost() {
+    loom::model(|| {
+        let (core, shard, _) = core(Mode::Manual);
+        let (count, waker) = counter();
+        let mut timer = registered(&shard, 2, &waker);
+        at(&core, 2);
+        let turner = {
+            let core = core.clone();
+            loom::thread::spawn(move || core.advanced())
+        };
+        // Moved later, to 5: it either fired first (woken; the reset re-registers it) or
+        // moved first (not woken, pending at 5).
+        timer.reset(5, false);
+        turner.join().unwrap();
+        let woken = count.0.load(Ordering::SeqCst);
+        assert!(woken <= 1);
+        assert!(!timer.is_elapsed() || woken == 1);
+        at(&core, 5);
+        core.advanced();
+        assert!(timer.is_elapsed(), "lost after the reset");
+        drop(timer);
+        assert_eq!(core.snapshot().registered, 0);
+    });
+}
+
+#[test]
+fn loom_a_poll_with_a_new_waker_racing_the_fire_is_never_left_asleep() {
+    loom::model(|| {
+        let (core, shard, _) = core(Mode::Manual);
+        let (old_count, old) = counter();
+        let (new_count, new) = counter();
+        let mut timer = registered(&shard, 2, &old);
+        at(&core, 2);
+        let turner = {
+            let core = core.clone();
+            loom::thread::spawn(move || core.advanced())
+        };
+        let polled = timer.poll(&new);
+        turner.join().unwrap();
+        // Pending means the new waker is stored, so the fire must have woken it.
+        if polled.is_pending() {
+            assert_eq!(new_count.0.load(Ordering::SeqCst), 1, "left asleep");
+        }
+        let total = old_count.0.load(Ordering::SeqCst) + new_count.0.load(Ordering::SeqCst);
+        assert!(total <= 1, "woken twice");
+        assert_eq!(timer.poll(&new), Poll::Ready(()));
+    });
+}
+
+#[test]
+fn loom_the_runtime_going_while_timers_register_leaves_none_asleep() {
+    loom::model(|| {
+        let (core, shard, _) = core(Mode::Tokio);
+        let (count, waker) = counter();
+        let gone = {
+            let core = core.clone();
+            loom::thread::spawn(move || core.runtime_gone(None))
+        };
+        let mut timer = Registration::new(shard.clone(), IDLE);
+        let polled = timer.register(10, Some(&waker));
+        gone.join().unwrap();
+        assert!(polled.is_pending());
+        let woken = count.0.load(Ordering::SeqCst) == 1;
+        let fallback = core.fallback_started.load(Ordering::SeqCst);
+        assert!(
+            woken || fallback,
+            "registered as the runtime went: neither woken nor driven"
+        );
+        // And a timer dropped as the runtime goes leaves nothing behind.
+        drop(timer);
+        assert_eq!(core.snapshot().registered, 0);
+    });
+}
+
+#[test]
+fn loom_work_asked_while_the_token_is_held_is_done_before_it_is_let_go() {
+    loom::model(|| {
+        let token = LoomArc::new(Token::new());
+        let done = LoomArc::new(AtomicBool::new(false));
+        let asker = {
+            let (token, done) = (token.clone(), done.clone());
+            loom::thread::spawn(move || match token.request(FIRE) {
+                Requested::Holder => {
+                    while let Some(work) = token.next() {
+                        assert_eq!(work & FIRE, FIRE);
+                        done.store(true, Ordering::SeqCst);
+                    }
+                }
+                Requested::Busy { ticket } => {
+                    token.wait_done(ticket);
+                    assert!(
+                        done.load(Ordering::SeqCst),
+                        "returned before its work was done"
+                    );
+                }
+                Requested::Mine => unreachable!(),
+            })
+        };
+        if token.request(FIRE) == Requested::Holder {
+            while token.next().is_some() {
+                done.store(true, Ordering::SeqCst);
+            }
+        }
+        asker.join().unwrap();
+        assert!(done.load(Ordering::SeqCst));
+    });
+}
+
+/// The waker type the models poll with must not matter: a no-op one stays pending.
+#[test]
+fn loom_registrations_poll_pending_until_fired() {
+    loom::model(|| {
+        let (_core, shard, _) = core(Mode::Manual);
+        let mut timer = registered(&shard, 2, Waker::noop());
+        let mut cx = Context::from_waker(Waker::noop());
+        assert!(timer.poll(cx.waker()).is_pending());
+        let _ = &mut cx;
     });
 }

@@ -1,83 +1,138 @@
-//! The driver: the wheel behind a lock, a clock, and the loop that fires timers.
+//! The driver: a timer's shards, its clock, and the one turn that fires its timers.
 //!
-//! [`Shared`] is what a timer handle and every `Sleep` point at. The driver, a task on a
-//! tokio runtime ([`task`]) or a thread of its own ([`thread`]), calls [`Shared::turn`]
-//! whenever the next non-empty bucket expires or an insert asks it to, and waits
-//! otherwise. Both kinds run the same turn; they differ only in how they wait.
+//! A timer is a [`Core`] and a few [`Shard`]s. Each shard is a wheel behind its own lock;
+//! a timer is registered on the shard of the thread that makes it, and cancelled, reset
+//! and polled on its own shard, so threads that do not share timers do not share locks.
+//! One driver serves all shards: [`Core::turn`] advances every shard to the current tick,
+//! wakes what is due, and returns the next tick anything can happen at. Who calls it, and
+//! when, is the mode:
+//!
+//! - **tokio** ([`runtime`]): the wheel is turned inside tokio's own timer processing. The
+//!   driver's alarm is one tokio `Sleep` whose waker is ours; tokio wakes it in the pass
+//!   that fires its own timers, and the wake runs the turn and re-arms the `Sleep` for the
+//!   next expiry. No task in between, so tickless timers fire in the same pass as tokio's,
+//!   and a paused clock's `advance` sees them fired when it returns.
+//! - **thread** ([`thread`]): a thread of its own turns and parks until the next expiry.
+//! - **manual**: [`Core::advance`] moves the clock and turns in the caller.
 //!
 //! # Ground rules
 //!
-//! All mutable state is in [`State`], behind one `Mutex`. The contract:
-//!
-//! 1. Every field of `State` is read and written with the lock held. Outside it are only
-//!    [`Shared::stopped`], a copy of "the task driver is gone" that the current-timer
-//!    lookup reads without locking; the clock's own atomics (its source, which changes
-//!    once from tokio's to real when the task driver stops, and a manual clock's offset),
-//!    which every reader may see a moment late with no harm since both only move
-//!    forward; and `manual_advance`, which serialises `Timer::advance` and is never
-//!    taken with the state lock held.
-//! 2. No user code runs with the lock held, except `Waker::clone` when a `Sleep` stores a
-//!    new waker. Wakers are woken, and *dropped*, only after the lock is released: dropping
-//!    a waker can drop a task that owns a `Sleep`, whose `Drop` takes this lock.
-//! 3. A timer's entry belongs to its `Sleep`. The driver may move it to the ready list and
-//!    take its waker, but only the `Sleep` removes it (on completion, reset or drop), so
-//!    a `Sleep`'s key never names another `Sleep`'s entry.
-//! 4. `armed` is the tick the driver will next wake at on its own (`None`: it waits for a
-//!    notification only). It is set at the end of every turn. An insert that queues a
-//!    bucket expiring before `armed` lowers `armed` and wakes the driver through
-//!    `driver_waker`; every other insert leaves the driver alone. Both happen under the
-//!    lock, so an insert either sees the `armed` of the last turn and wakes the driver,
-//!    or happens before that turn computes `next_expiration`: no expiry is missed.
-//! 5. A panic from a waker is caught and counted; the turn goes on with the next one.
-//!    The lock is never poisoned by user code (rule 2), and is taken poison-tolerant
-//!    anyway.
+//! 1. A shard's wheel and its `armed` tick are touched only with that shard's lock held.
+//!    Outside any lock are the clock (read-mostly atomics, see [`clock`]), the `mode`
+//!    (changes once, from tokio to stopped and then to fallback, when the runtime goes),
+//!    the counters, `requested` (the earliest tick inserts asked the alarm for) and the
+//!    [token](token) state, which has its own small lock.
+//! 2. No user code runs with a lock held, except `Waker::clone` when a poll stores a new
+//!    waker, which runs before anything is written. Wakers are woken, and *dropped*, only
+//!    after the lock is released: dropping a waker can drop a task that owns a `Sleep`,
+//!    whose `Drop` takes the lock. Every wake of a stored waker is caught and counted in
+//!    `waker_panics`; the caller records what the wake means (a `Sleep` marks itself
+//!    elapsed) *before* waking, so a panic leaves nothing half done.
+//! 3. A timer's entry belongs to its owner (a `Sleep`, an `Interval`, a `DelayQueue`).
+//!    The driver may move it to the ready list and take its waker, but only the owner
+//!    removes it (on completion, reset or drop), so an owner's key never names another
+//!    owner's entry.
+//! 4. No expiry is missed. A shard's `armed` is the earliest tick the driver is known to
+//!    turn at, as far as that shard is concerned: each turn sets it to the shard's own
+//!    next expiration, which is no earlier than the tick the driver then waits for (the
+//!    minimum over all shards). An insert that queues a bucket expiring before its
+//!    shard's `armed` lowers it and notifies the driver ([`Core::wake_for`]); any other
+//!    insert leaves the driver alone. Both happen under the shard lock, so an insert either
+//!    comes before the turn looked at its shard (and the turn sees it) or after (and sees
+//!    the `armed` that turn set). A manual clock's shards keep `armed = Some(0)`: nothing
+//!    but `advance` moves its time, so inserts never notify.
+//! 5. Turns never run at once. The driver thread is the only one to turn a thread-driven
+//!    timer; tokio and manual timers turn only under the [token](token), which also makes
+//!    the work asked for while a turn runs (a re-arm, another advance) happen before the
+//!    turn's thread lets go of it. The token is not waited for while its work runs (a
+//!    request returns at once), so a waker may insert, reset or advance the timer that
+//!    woke it.
+//! 6. The tokio alarm is touched only by the token holder: re-armed earlier from any
+//!    thread (a `Sleep::reset`, which needs no runtime context), but fired, read against
+//!    the runtime's clock and polled only in that runtime's context. A holder outside it
+//!    hands that work to a helper task on the runtime, whose drop is also how the
+//!    runtime's shutdown is noticed.
 
 pub(crate) mod clock;
-mod task;
+pub(crate) mod registration;
+pub(crate) mod runtime;
+pub(crate) mod shard;
+mod sync;
 mod thread;
+mod token;
 
-use crate::wheel::{Placed, Wheel};
 use clock::Clock;
+use shard::Shard;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Arc, PoisonError};
-use std::task::{Poll, Waker};
-use tokio::time::Instant;
+use std::sync::{Arc, OnceLock, Weak};
+use std::task::Waker;
+use sync::{lock, AtomicU64, AtomicU8, Mutex, Ordering};
+use token::{Requested, Token, FIRE, REARM, STOP};
 
-// Under `--cfg tickless_loom` the lock and the flag are loom's, so the loom tests below
-// explore every interleaving of the real protocol.
-#[cfg(tickless_loom)]
-use loom::sync::{
-    atomic::{AtomicBool, Ordering},
-    Mutex, MutexGuard,
-};
-#[cfg(not(tickless_loom))]
-use std::sync::{
-    atomic::{AtomicBool, Ordering},
-    Mutex, MutexGuard,
-};
-
-pub(crate) use task::spawn_task;
 pub(crate) use thread::spawn_thread;
 
 /// Wakers woken per lock release while a turn fires timers.
 const WAKE_BATCH: usize = 128;
 
-/// Which driver runs a timer now.
+/// Who turns a timer's wheel (see the module docs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Running {
-    /// Not started yet (a builder is still setting it up).
-    Nothing,
-    /// A task on a tokio runtime.
-    Task,
+#[repr(u8)]
+pub(crate) enum Mode {
     /// A thread of its own.
-    Thread,
-    /// The runtime whose task drove it has shut down; a thread takes over on next use.
-    Stopped,
-    /// No driver: a manual clock, moved and fired by [`Shared::advance_manual`].
-    Manual,
+    Thread = 0,
+    /// Inside a tokio runtime's timer processing.
+    Tokio = 1,
+    /// `Timer::advance`, in the caller.
+    Manual = 2,
+    /// The tokio runtime has shut down; a thread takes over on next use.
+    Stopped = 3,
+    /// A thread, since the tokio runtime shut down.
+    Fallback = 4,
 }
 
-/// Counts of what the driver and the wheel have done, and what they hold.
+impl Mode {
+    fn from_u8(mode: u8) -> Mode {
+        match mode {
+            0 => Mode::Thread,
+            1 => Mode::Tokio,
+            2 => Mode::Manual,
+            3 => Mode::Stopped,
+            _ => Mode::Fallback,
+        }
+    }
+}
+
+/// An alarm the driver arms for the next expiry: tokio's timer ([`runtime::TokioAlarm`]),
+/// or a fake one in the loom tests.
+pub(crate) trait Alarm: Send {
+    /// Whether the calling thread may fire and arm the alarm here: read the clock it
+    /// follows and register with it.
+    fn in_context(&self) -> bool;
+    /// Hands firing to a thread that is in context.
+    fn relay(&self);
+    /// The tick the alarm is armed for; `u64::MAX` when it waits for nothing.
+    fn armed(&self) -> u64;
+    /// Moves a waiting alarm earlier, to `tick`, from any thread. An alarm that has gone
+    /// off is left alone: its firing is on its way.
+    fn rearm(&mut self, clock: &Clock, tick: u64);
+    /// Arms the alarm for `tick` (`None`: for nothing), in context.
+    fn arm(&mut self, clock: &Clock, tick: Option<u64>) -> Armed;
+    /// Whether the alarm's runtime is shutting down (asked after an early wake).
+    fn shutting_down(&mut self) -> bool;
+}
+
+/// What [`Alarm::arm`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Armed {
+    /// It waits for its tick.
+    Waiting,
+    /// Its tick has already come: turn again.
+    Due,
+    /// Its runtime is shutting down.
+    ShutDown,
+}
+
+/// Counts of what a timer's driver and wheels have done, and what they hold.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Snapshot {
     pub(crate) wakeups: u64,
@@ -89,280 +144,336 @@ pub(crate) struct Snapshot {
     pub(crate) levels: usize,
 }
 
-pub(crate) struct State {
-    /// Each timer's waker; [`Waker::noop`] until its first poll. A plain `Waker` (not an
-    /// `Option`) gives the slab entry a niche, so an entry is 32 bytes, not 40.
-    wheel: Wheel<Waker>,
-    armed: Option<u64>,
-    driver_waker: Option<Waker>,
-    running: Running,
-    wakeups: u64,
-    waker_panics: u64,
-}
-
-/// The state one timer shares between its handles, its `Sleep`s and its driver.
-pub(crate) struct Shared {
-    state: Mutex<State>,
+/// What all shards of one timer share.
+pub(crate) struct Core {
     pub(crate) clock: Clock,
-    /// Set once the task driver is gone (rule 1).
-    stopped: AtomicBool,
-    /// Serialises [`Shared::advance_manual`]; never taken with `state` held.
-    manual_advance: std::sync::Mutex<()>,
+    mode: AtomicU8,
+    /// Buckets per level of every shard's wheel.
+    pub(crate) wheel_size: usize,
+    /// Set once, right after the shards are made. Weak: the shards hold the core.
+    shards: OnceLock<Box<[Weak<Shard>]>>,
+    token: Token,
+    /// The alarm, in tokio mode. Only the token holder touches it, and takes it out while
+    /// it works, so no lock is held while a turn wakes wakers.
+    alarm: Mutex<Option<Box<dyn Alarm>>>,
+    /// The earliest tick inserts have asked the alarm for since it was last armed.
+    requested: AtomicU64,
+    /// The token holder's batch of wakers, kept for its capacity: a turn allocates
+    /// nothing once it has grown.
+    batch: Mutex<Vec<Waker>>,
+    /// The driver thread, once one runs.
+    thread: OnceLock<std::thread::Thread>,
+    wakeups: AtomicU64,
+    waker_panics: AtomicU64,
+    /// Under loom, a fallback driver thread is recorded here rather than started.
+    #[cfg(tickless_loom)]
+    fallback_started: sync::AtomicBool,
 }
 
-/// What a registration found.
-pub(crate) enum Registered {
-    /// Waiting in the wheel under this key.
-    Pending(usize),
-    /// The deadline had already come; nothing is held.
-    Elapsed,
-}
-
-impl Shared {
-    pub(crate) fn new(clock: Clock, wheel_size: usize) -> Self {
-        Shared {
-            state: Mutex::new(State {
-                wheel: Wheel::new(wheel_size),
-                armed: None,
-                driver_waker: None,
-                running: Running::Nothing,
-                wakeups: 0,
-                waker_panics: 0,
-            }),
+impl Core {
+    /// A core and `shards` shards of `wheel_size` buckets per level, in `mode`.
+    pub(crate) fn new(
+        clock: Clock,
+        mode: Mode,
+        wheel_size: usize,
+        shards: usize,
+    ) -> (Arc<Core>, Box<[Arc<Shard>]>) {
+        let core = Arc::new(Core {
             clock,
-            stopped: AtomicBool::new(false),
-            manual_advance: std::sync::Mutex::new(()),
-        }
+            mode: AtomicU8::new(mode as u8),
+            wheel_size,
+            shards: OnceLock::new(),
+            token: Token::new(),
+            alarm: Mutex::new(None),
+            requested: AtomicU64::new(u64::MAX),
+            batch: Mutex::new(Vec::new()),
+            thread: OnceLock::new(),
+            wakeups: AtomicU64::new(0),
+            waker_panics: AtomicU64::new(0),
+            #[cfg(tickless_loom)]
+            fallback_started: sync::AtomicBool::new(false),
+        });
+        let armed = (mode == Mode::Manual).then_some(0);
+        let shards: Box<[Arc<Shard>]> = (0..shards.max(1))
+            .map(|_| Arc::new(Shard::new(core.clone(), wheel_size, armed)))
+            .collect();
+        let weak = shards.iter().map(Arc::downgrade).collect();
+        let _ = core.shards.set(weak);
+        (core, shards)
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    pub(crate) fn mode(&self) -> Mode {
+        Mode::from_u8(self.mode.load(Ordering::Acquire))
     }
 
-    pub(crate) fn set_running(&self, running: Running) {
-        self.lock().running = running;
-    }
-
-    /// Whether the task driver has gone with its runtime (read without the lock).
+    /// Whether the runtime that drove this timer has gone: the timer belongs to no
+    /// runtime now, and is never handed out as one's default.
     pub(crate) fn is_stopped(&self) -> bool {
-        self.stopped.load(Ordering::Acquire)
+        matches!(self.mode(), Mode::Stopped | Mode::Fallback)
     }
 
-    /// Registers a timer due at `deadline_tick`, to wake `waker` (none yet: the first poll
-    /// stores one).
-    pub(crate) fn register(
-        self: &Arc<Self>,
-        deadline_tick: u64,
-        waker: Option<&Waker>,
-    ) -> Registered {
-        let waker = waker.unwrap_or(Waker::noop()).clone();
-        let mut state = self.lock();
-        self.ensure_driver(&mut state);
-        let (key, placed) = state.wheel.insert(deadline_tick, waker);
-        match placed {
-            Placed::Ready => {
-                let waker = state.wheel.try_remove(key);
-                drop(state);
-                drop(waker);
-                Registered::Elapsed
-            }
-            Placed::Pending { queued } => {
-                let driver = state.driver_to_wake(queued);
-                drop(state);
-                if let Some(driver) = driver {
-                    driver.wake();
+    pub(crate) fn set_alarm(&self, alarm: Box<dyn Alarm>) {
+        *lock(&self.alarm) = Some(alarm);
+    }
+
+    fn shards(&self) -> impl Iterator<Item = Arc<Shard>> + '_ {
+        self.shards
+            .get()
+            .into_iter()
+            .flat_map(|shards| shards.iter().filter_map(Weak::upgrade))
+    }
+
+    /// One turn: advances every shard to `now_tick`, wakes every due timer in batches of
+    /// [`WAKE_BATCH`] with the shard's lock released, sets each shard's `armed`, and
+    /// returns the tick the driver should next turn at (`None`: only when notified).
+    pub(crate) fn turn(&self, now_tick: u64, batch: &mut Vec<Waker>) -> Option<u64> {
+        self.wakeups.fetch_add(1, Ordering::Relaxed);
+        self.clock.saw(now_tick);
+        let manual = self.mode() == Mode::Manual;
+        let mut next: Option<u64> = None;
+        let mut panics = 0;
+        for shard in self.shards() {
+            let mut state = shard.lock();
+            state.wheel.advance(now_tick);
+            loop {
+                while batch.len() < WAKE_BATCH {
+                    match state.wheel.pop_ready() {
+                        Some((_, waker)) => batch.push(take(waker)),
+                        None => break,
+                    }
                 }
-                Registered::Pending(key)
-            }
-        }
-    }
-
-    /// Polls a registered timer: `Ready` (and the entry is gone) once it has fired;
-    /// otherwise makes sure `waker` is the one it will wake.
-    pub(crate) fn poll_registered(self: &Arc<Self>, key: usize, waker: &Waker) -> Poll<()> {
-        let mut state = self.lock();
-        if state.wheel.has_fired(key) {
-            let old = state.wheel.try_remove(key);
-            drop(state);
-            drop(old);
-            return Poll::Ready(());
-        }
-        self.ensure_driver(&mut state);
-        let stored = state
-            .wheel
-            .get_mut(key)
-            .expect("a registered Sleep's key is held");
-        if stored.will_wake(waker) {
-            return Poll::Pending;
-        }
-        let old = std::mem::replace(stored, waker.clone());
-        drop(state);
-        drop(old);
-        Poll::Pending
-    }
-
-    /// Whether a registered timer has fired. Starts the fallback driver if needed, so a
-    /// caller that only ever asks this still sees the timer fire.
-    pub(crate) fn has_fired(self: &Arc<Self>, key: usize) -> bool {
-        let mut state = self.lock();
-        self.ensure_driver(&mut state);
-        state.wheel.has_fired(key)
-    }
-
-    /// Forgets a registered timer. O(1).
-    pub(crate) fn cancel(&self, key: usize) {
-        let old = self.lock().wheel.try_remove(key);
-        drop(old);
-    }
-
-    /// Moves a registered timer to `deadline_tick`, keeping its waker. Returns `false` when
-    /// that deadline has already come: the entry is then gone and its waker woken, so the
-    /// task polls again and completes.
-    pub(crate) fn reset(self: &Arc<Self>, key: usize, deadline_tick: u64) -> bool {
-        let mut state = self.lock();
-        self.ensure_driver(&mut state);
-        match state.wheel.reset(key, deadline_tick) {
-            Placed::Ready => {
-                let waker = state.wheel.try_remove(key);
+                if batch.is_empty() {
+                    break;
+                }
                 drop(state);
-                if let Some(waker) = waker {
-                    waker.wake();
-                }
-                false
+                panics += wake_all(batch);
+                state = shard.lock();
             }
-            Placed::Pending { queued } => {
-                let driver = state.driver_to_wake(queued);
-                drop(state);
-                if let Some(driver) = driver {
-                    driver.wake();
-                }
-                true
-            }
-        }
-    }
-
-    /// One turn of the driver: advances the wheel to now, wakes every due timer in batches
-    /// of [`WAKE_BATCH`] with the lock released, stores `driver_waker` for notifications,
-    /// and returns the tick it should next wake at (`None`: only when notified).
-    pub(crate) fn turn(&self, driver_waker: &Waker, batch: &mut Vec<Waker>) -> Option<u64> {
-        self.turn_at(self.clock.now_tick(), driver_waker, batch)
-    }
-
-    /// [`turn`](Self::turn) at a given tick.
-    fn turn_at(&self, now_tick: u64, driver_waker: &Waker, batch: &mut Vec<Waker>) -> Option<u64> {
-        let mut state = self.lock();
-        state.wakeups += 1;
-        state.wheel.advance(now_tick);
-        loop {
-            while batch.len() < WAKE_BATCH {
-                match state.wheel.pop_ready() {
-                    Some((_, waker)) => batch.push(take(waker)),
-                    None => break,
-                }
-            }
-            if batch.is_empty() {
-                break;
+            let shard_next = state.wheel.next_expiration();
+            if !manual {
+                state.armed = shard_next;
             }
             drop(state);
-            let panics = wake_all(batch);
-            state = self.lock();
-            state.waker_panics += panics;
+            next = match (next, shard_next) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
         }
-        let next = state.wheel.next_expiration();
-        state.armed = next;
-        if !state
-            .driver_waker
-            .as_ref()
-            .is_some_and(|w| w.will_wake(driver_waker))
-        {
-            // The old one is the driver's own waker: dropping it runs no user code.
-            state.driver_waker = Some(driver_waker.clone());
-        }
+        self.count_panics(panics);
         next
     }
 
-    /// Moves a manual clock to `instant` and fires everything due, waking the wakers, before
-    /// it returns. Returns `false` if the clock is not manual. Calls are serialised.
-    pub(crate) fn advance_manual(&self, instant: Instant) -> bool {
-        // One advance at a time, so that none returns while another is still waking
-        // timers it took from the ready list.
-        let _one_at_a_time = self
-            .manual_advance
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if !self.clock.advance_to(instant) {
-            return false;
+    fn count_panics(&self, panics: u64) {
+        if panics > 0 {
+            self.waker_panics.fetch_add(panics, Ordering::Relaxed);
         }
-        self.turn(Waker::noop(), &mut Vec::new());
-        true
     }
 
-    /// Called when the task driver's future is dropped (its runtime shut down, or the task
-    /// was aborted). Registered timers are kept; every waiting task is woken so that its
-    /// next poll starts a driver thread, and later uses start one too.
-    pub(crate) fn task_driver_stopped(&self) {
-        let mut state = self.lock();
-        state.running = Running::Stopped;
-        state.armed = None;
-        // The runtime's (possibly paused) clock is gone with it.
-        self.clock.use_real_clock();
-        let old_driver = state.driver_waker.take();
-        self.stopped.store(true, Ordering::Release);
-        let mut wakers = Vec::new();
-        state.wheel.for_each_value(|waker| wakers.push(take(waker)));
-        drop(state);
-        drop(old_driver);
-        wake_all(&mut wakers);
+    /// Wakes `waker`, catching and counting a panic.
+    pub(crate) fn wake(&self, waker: Waker) {
+        if catch_unwind(AssertUnwindSafe(|| waker.wake())).is_err() {
+            self.count_panics(1);
+        }
     }
 
-    /// Starts a driver thread if the task driver has stopped.
-    fn ensure_driver(self: &Arc<Self>, state: &mut State) {
-        if state.running != Running::Stopped {
+    /// Drops a stored waker, catching and counting a panic.
+    pub(crate) fn release(&self, waker: Option<Waker>) {
+        if let Some(waker) = waker {
+            if catch_unwind(AssertUnwindSafe(|| drop(waker))).is_err() {
+                self.count_panics(1);
+            }
+        }
+    }
+
+    /// Tells the driver that a bucket now expires at `tick`, earlier than it would turn
+    /// on its own (ground rule 4).
+    pub(crate) fn wake_for(&self, tick: u64) {
+        match self.mode() {
+            Mode::Thread | Mode::Fallback => {
+                if let Some(thread) = self.thread.get() {
+                    thread.unpark();
+                }
+            }
+            Mode::Tokio => {
+                self.requested.fetch_min(tick, Ordering::AcqRel);
+                self.request(REARM);
+            }
+            Mode::Manual | Mode::Stopped => {}
+        }
+    }
+
+    /// The alarm went off (or its relay ran): turn the wheel.
+    pub(crate) fn alarm_went_off(&self) {
+        self.request(FIRE);
+    }
+
+    /// Asks for `work` under the token, and does it (and all work asked for meanwhile)
+    /// if this thread gets the token.
+    fn request(&self, work: u8) -> Requested {
+        let requested = self.token.request(work);
+        if requested == Requested::Holder {
+            self.drive();
+        }
+        requested
+    }
+
+    /// For the token holder: does the work handed out until there is none.
+    fn drive(&self) {
+        let mut batch = std::mem::take(&mut *lock(&self.batch));
+        while let Some(work) = self.token.next() {
+            self.service(work, &mut batch);
+        }
+        // Only a holder takes it, and a holder asked from inside its own work does not
+        // drive again, so nothing was put here meanwhile.
+        *lock(&self.batch) = batch;
+    }
+
+    fn service(&self, work: u8, batch: &mut Vec<Waker>) {
+        match self.mode() {
+            Mode::Manual => {
+                if work & FIRE != 0 {
+                    self.turn(self.clock.now_tick(), batch);
+                }
+            }
+            Mode::Tokio => {
+                let Some(mut alarm) = lock(&self.alarm).take() else {
+                    return;
+                };
+                self.service_alarm(alarm.as_mut(), work, batch);
+                if self.mode() == Mode::Tokio {
+                    *lock(&self.alarm) = Some(alarm);
+                }
+            }
+            // The runtime is gone (STOP, or work asked for just before it went): let go
+            // of its alarm.
+            Mode::Stopped | Mode::Fallback | Mode::Thread => {
+                let alarm = lock(&self.alarm).take();
+                drop(alarm);
+            }
+        }
+    }
+
+    fn service_alarm(&self, alarm: &mut dyn Alarm, work: u8, batch: &mut Vec<Waker>) {
+        if work & FIRE != 0 {
+            if alarm.in_context() {
+                // The turn re-arms for the earliest bucket of all, which covers any re-arm
+                // asked for meanwhile.
+                return self.fire(alarm, batch);
+            }
+            alarm.relay();
+        }
+        if work & (REARM | STOP) == REARM {
+            let tick = self.requested.swap(u64::MAX, Ordering::AcqRel);
+            if tick < alarm.armed() {
+                alarm.rearm(&self.clock, tick);
+            }
+        }
+    }
+
+    /// Turns the wheel for a firing alarm and arms it for the next expiry, in context.
+    fn fire(&self, alarm: &mut dyn Alarm, batch: &mut Vec<Waker>) {
+        self.requested.store(u64::MAX, Ordering::Release);
+        loop {
+            let now = self.clock.now_tick();
+            // Woken before its tick: tokio wakes every timer when its runtime shuts down.
+            if now < alarm.armed() && alarm.shutting_down() {
+                return self.runtime_gone(Some(self.clock.now()));
+            }
+            let next = self.turn(now, batch);
+            match alarm.arm(&self.clock, next) {
+                Armed::Waiting => return,
+                Armed::Due => continue,
+                Armed::ShutDown => return self.runtime_gone(Some(self.clock.now())),
+            }
+        }
+    }
+
+    /// The tokio runtime that drove this timer has shut down (`runtime_now` is its clock,
+    /// when the caller could still read it). Registered timers are kept; every waiting
+    /// task is woken, so that its next poll starts a driver thread on the real clock,
+    /// which continues from where the runtime's clock stood.
+    pub(crate) fn runtime_gone(&self, runtime_now: Option<tokio::time::Instant>) {
+        let switched = self.mode.compare_exchange(
+            Mode::Tokio as u8,
+            Mode::Stopped as u8,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
+        if switched.is_err() {
             return;
         }
-        // The stopped flag stays set: this timer now belongs to no runtime, so the
-        // current-timer lookup must not hand it out as one's default.
-        if let Err(error) = spawn_thread(self) {
-            panic!("tickless: the runtime driving this timer has shut down, and no driver thread could be started to take over: {error}");
+        self.clock.use_real_clock(runtime_now);
+        let mut wakers = Vec::new();
+        for shard in self.shards() {
+            let mut state = shard.lock();
+            state.armed = None;
+            state.wheel.for_each_value(|waker| wakers.push(take(waker)));
         }
-        state.running = Running::Thread;
+        let panics = wake_all(&mut wakers);
+        self.count_panics(panics);
+        self.request(STOP);
+    }
+
+    /// Moves a manual clock (the caller has moved it) and fires everything due, waking
+    /// the wakers, before it returns; or, when called from inside this timer's own turn
+    /// (a waker that advances), before that turn's thread lets go.
+    pub(crate) fn advanced(&self) {
+        if let Requested::Busy { ticket } = self.request(FIRE) {
+            self.token.wait_done(ticket);
+        }
+    }
+
+    /// Starts a driver thread if the tokio runtime has gone.
+    pub(crate) fn ensure_driver(self: &Arc<Self>) {
+        if self.mode.load(Ordering::Acquire) != Mode::Stopped as u8 {
+            return;
+        }
+        let claimed = self.mode.compare_exchange(
+            Mode::Stopped as u8,
+            Mode::Fallback as u8,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
+        if claimed.is_ok() {
+            #[cfg(tickless_loom)]
+            self.fallback_started.store(true, Ordering::SeqCst);
+            #[cfg(not(tickless_loom))]
+            if let Err(error) = spawn_thread(self) {
+                panic!("tickless: the runtime driving this timer has shut down, and no driver thread could be started to take over: {error}");
+            }
+        }
+    }
+
+    /// Registers the calling thread as the driver thread.
+    fn set_thread(&self, thread: std::thread::Thread) {
+        let _ = self.thread.set(thread);
     }
 
     pub(crate) fn snapshot(&self) -> Snapshot {
-        let state = self.lock();
-        let counters = state.wheel.counters();
-        Snapshot {
-            wakeups: state.wakeups,
-            buckets_flushed: counters.buckets_flushed,
-            entries_fired: counters.entries_fired,
-            entries_demoted: counters.entries_demoted,
-            waker_panics: state.waker_panics,
-            registered: state.wheel.len(),
-            levels: state.wheel.levels(),
+        let mut snapshot = Snapshot {
+            wakeups: self.wakeups.load(Ordering::Relaxed),
+            waker_panics: self.waker_panics.load(Ordering::Relaxed),
+            ..Snapshot::default()
+        };
+        for shard in self.shards() {
+            let state = shard.lock();
+            let counters = state.wheel.counters();
+            snapshot.buckets_flushed += counters.buckets_flushed;
+            snapshot.entries_fired += counters.entries_fired;
+            snapshot.entries_demoted += counters.entries_demoted;
+            snapshot.registered += state.wheel.len();
+            snapshot.levels = snapshot.levels.max(state.wheel.levels());
         }
+        snapshot
     }
 }
 
-impl Drop for Shared {
+impl Drop for Core {
     fn drop(&mut self) {
-        // Tell the driver (parked thread or idle task) that there is nothing left to drive.
-        let driver = self.lock().driver_waker.take();
-        if let Some(driver) = driver {
-            driver.wake();
+        // A parked driver thread finds nothing left to drive and ends.
+        if let Some(thread) = self.thread.get() {
+            thread.unpark();
         }
-    }
-}
-
-impl State {
-    /// The driver's waker, taken, if a bucket just queued at `queued` expires before the
-    /// driver would wake on its own (rule 4).
-    fn driver_to_wake(&mut self, queued: Option<u64>) -> Option<Waker> {
-        let expiration = queued?;
-        if self.armed.is_some_and(|armed| armed <= expiration) {
-            return None;
-        }
-        self.armed = Some(expiration);
-        self.driver_waker.take()
     }
 }
 

@@ -1,13 +1,14 @@
 //! [`DelayQueue`]: values that come back out once their deadline has passed, on the one
 //! timing wheel; with its [`Key`] and [`Expired`] types (tokio-util's `time::delay_queue`).
 
-use super::sleep::Sleep;
 use crate::driver::clock::{deadline_after, Clock};
+use crate::driver::registration::{Registration, IDLE};
 use crate::wheel::{Placed, Wheel};
 use crate::Timer;
 use futures_core::Stream;
+use std::collections::HashMap;
 use std::fmt;
-use std::future::Future;
+use std::hash::{Hash, Hasher};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -15,11 +16,29 @@ use tokio::time::Instant;
 
 /// Names an item of one [`DelayQueue`]. A key carries a generation: once its item has been
 /// removed or has expired, the key stays stale even when its slot is reused, so
-/// [`try_remove`](DelayQueue::try_remove) gives `None` rather than another item.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// [`try_remove`](DelayQueue::try_remove) gives `None` rather than another item. Keys stay
+/// valid through [`compact`](DelayQueue::compact). Two keys are equal when they name the
+/// same item.
+#[derive(Clone, Copy, Debug)]
 pub struct Key {
+    /// Where the item was when the key was made; after a compaction, a hint only.
     index: usize,
+    /// Unique in its queue: what names the item.
     generation: u64,
+}
+
+impl PartialEq for Key {
+    fn eq(&self, other: &Key) -> bool {
+        self.generation == other.generation
+    }
+}
+
+impl Eq for Key {}
+
+impl Hash for Key {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.generation.hash(state);
+    }
 }
 
 /// An item whose deadline has passed, from [`DelayQueue::poll_expired`] or
@@ -71,8 +90,8 @@ struct Slot<T> {
 /// up to `Duration::MAX` is accepted; and polling allocates nothing (one `Sleep` is reused).
 ///
 /// Items live in a timing wheel of the queue's own (the same wheel type as the timer's),
-/// converted to ticks by its timer's clock; one [`Sleep`] on that timer wakes the polling
-/// task when the next bucket expires. Items are yielded in the order their buckets
+/// converted to ticks by its timer's clock; one registration on that timer wakes the
+/// polling task when the next bucket expires. Items are yielded in the order their buckets
 /// expire: items due at the same tick come in no particular order (tokio-util promises
 /// none either), and items found due together by a late poll may come a little out of
 /// deadline order (never out of bucket order).
@@ -96,12 +115,14 @@ struct Slot<T> {
 /// ```
 pub struct DelayQueue<T> {
     wheel: Wheel<Slot<T>>,
-    timer: Timer,
-    /// Armed for the next bucket expiry; reset, never re-created.
-    delay: Sleep,
+    /// Armed for the next bucket expiry, by tick; reset, never re-created.
+    delay: Registration,
     /// The tick `delay` is armed for, if it is.
     armed: Option<u64>,
     next_generation: u64,
+    /// Where [`compact`](Self::compact) moved items, by generation: consulted only when a
+    /// key's index no longer holds its item.
+    moved: HashMap<u64, usize>,
 }
 
 impl<T> DelayQueue<T> {
@@ -115,22 +136,22 @@ impl<T> DelayQueue<T> {
         DelayQueue::with_timer(Timer::current(), capacity)
     }
 
-    /// An empty queue with room for `capacity` items, on `timer`: its tick and its driver.
+    /// An empty queue with room for `capacity` items, on `timer`: its tick, its wheel
+    /// size and its driver.
     pub fn with_timer(timer: Timer, capacity: usize) -> DelayQueue<T> {
-        let delay = timer.sleep(Duration::MAX);
-        let mut wheel = Wheel::new(64);
+        let mut wheel = Wheel::new(timer.core().wheel_size);
         wheel.reserve(capacity);
         DelayQueue {
             wheel,
-            timer,
-            delay,
+            delay: Registration::new(timer.shard().clone(), IDLE),
             armed: None,
             next_generation: 0,
+            moved: HashMap::new(),
         }
     }
 
     fn clock(&self) -> &Clock {
-        &self.timer.shared.clock
+        self.delay.clock()
     }
 
     /// Inserts `value`, to expire `timeout` from now. Any duration is accepted.
@@ -154,10 +175,14 @@ impl<T> DelayQueue<T> {
         Key { index, generation }
     }
 
-    /// Removes the item of `key`, if the key is current.
+    /// Removes the item of `key`, if the key is current. A task waiting in
+    /// [`poll_expired`](Self::poll_expired) is woken when this empties the queue, so it
+    /// sees the end of the stream at once.
     pub fn try_remove(&mut self, key: &Key) -> Option<Expired<T>> {
-        self.slot(key)?;
-        let slot = self.wheel.try_remove(key.index)?;
+        let index = self.index_of(key)?;
+        let slot = self.wheel.try_remove(index)?;
+        self.forget_move(slot.generation);
+        self.wake_if_empty();
         Some(Expired {
             data: slot.data,
             deadline: slot.deadline,
@@ -195,12 +220,14 @@ impl<T> DelayQueue<T> {
     /// If the key is stale.
     #[track_caller]
     pub fn reset_at(&mut self, key: &Key, deadline: Instant) {
+        let Some(index) = self.index_of(key) else {
+            panic!("{}", StaleKey(*key));
+        };
         let tick = self.clock().deadline_tick(deadline);
-        match self.wheel.get_mut(key.index) {
-            Some(slot) if slot.generation == key.generation => slot.deadline = deadline,
-            _ => panic!("{}", StaleKey(*key)),
+        if let Some(slot) = self.wheel.get_mut(index) {
+            slot.deadline = deadline;
         }
-        let placed = self.wheel.reset(key.index, tick);
+        let placed = self.wheel.reset(index, tick);
         self.rearm_if_earlier(placed);
     }
 
@@ -211,7 +238,7 @@ impl<T> DelayQueue<T> {
     /// If the key is stale.
     #[track_caller]
     pub fn deadline(&self, key: &Key) -> Instant {
-        match self.slot(key) {
+        match self.index_of(key).and_then(|index| self.wheel.get(index)) {
             Some(slot) => slot.deadline,
             None => panic!("{}", StaleKey(*key)),
         }
@@ -235,6 +262,7 @@ impl<T> DelayQueue<T> {
             }
             if let Some((index, _)) = self.wheel.pop_ready() {
                 let slot = self.wheel.try_remove(index).expect("a ready entry is held");
+                self.forget_move(slot.generation);
                 let key = Key {
                     index,
                     generation: slot.generation,
@@ -247,12 +275,13 @@ impl<T> DelayQueue<T> {
             }
             let Some(next_tick) = self.wheel.next_expiration() else {
                 // Every held item is handed out as soon as it is ready, so none is left.
+                self.disarm();
                 return Poll::Ready(None);
             };
             if self.armed != Some(next_tick) {
                 self.arm(next_tick);
             }
-            if Pin::new(&mut self.delay).poll(cx).is_pending() {
+            if self.delay.poll(cx.waker()).is_pending() {
                 return Poll::Pending;
             }
             self.armed = None;
@@ -279,26 +308,71 @@ impl<T> DelayQueue<T> {
         self.wheel.reserve(additional);
     }
 
-    /// Gives back unused memory.
+    /// Gives back unused memory. The storage cannot shrink below the highest slot in use;
+    /// [`compact`](Self::compact) moves items down first.
     pub fn shrink_to_fit(&mut self) {
         self.wheel.shrink_to_fit();
     }
 
-    /// Removes every item. Their keys become stale.
-    pub fn clear(&mut self) {
-        self.wheel.clear();
+    /// Moves every item to the lowest slots and shrinks the storage to the items held.
+    /// O(items). Keys stay valid: a key whose item moved finds it through a small map
+    /// kept until the item leaves the queue (lookups by keys that did not move cost
+    /// nothing more).
+    pub fn compact(&mut self) {
+        let moves = self.wheel.compact();
+        for (_, to) in moves {
+            if let Some(slot) = self.wheel.get(to) {
+                self.moved.insert(slot.generation, to);
+            }
+        }
+        self.moved.shrink_to_fit();
+        self.wheel.shrink_to_fit();
     }
 
-    fn slot(&self, key: &Key) -> Option<&Slot<T>> {
-        self.wheel
-            .get(key.index)
-            .filter(|slot| slot.generation == key.generation)
+    /// Removes every item. Their keys become stale. A waiting task is woken, as by
+    /// [`try_remove`](Self::try_remove).
+    pub fn clear(&mut self) {
+        self.wheel.clear();
+        self.moved.clear();
+        self.wake_if_empty();
+    }
+
+    /// Where the item of `key` is, if the key is current.
+    fn index_of(&self, key: &Key) -> Option<usize> {
+        let holds = |index: usize| {
+            self.wheel
+                .get(index)
+                .is_some_and(|slot| slot.generation == key.generation)
+        };
+        if holds(key.index) {
+            return Some(key.index);
+        }
+        let index = *self.moved.get(&key.generation)?;
+        holds(index).then_some(index)
+    }
+
+    fn forget_move(&mut self, generation: u64) {
+        if !self.moved.is_empty() {
+            self.moved.remove(&generation);
+        }
     }
 
     fn arm(&mut self, tick: u64) {
-        let at = self.clock().instant_at(tick);
-        Pin::new(&mut self.delay).reset(at);
+        self.delay.reset(tick, false);
         self.armed = Some(tick);
+    }
+
+    fn disarm(&mut self) {
+        self.delay.cancel();
+        self.armed = None;
+    }
+
+    /// When the queue is empty and a task waits on it: wake the task (the registration
+    /// fires now), so its next poll sees the end of the stream.
+    fn wake_if_empty(&mut self) {
+        if self.wheel.len() == 0 && self.armed.take().is_some() {
+            self.delay.reset(0, true);
+        }
     }
 
     /// After an insert or reset: if the item needs the polling task earlier than the delay
@@ -309,7 +383,10 @@ impl<T> DelayQueue<T> {
             return;
         };
         match placed {
-            Placed::Ready => self.arm(0),
+            Placed::Ready => {
+                self.delay.reset(0, true);
+                self.armed = Some(0);
+            }
             Placed::Pending {
                 queued: Some(expiration),
             } if expiration < armed => self.arm(expiration),

@@ -1,11 +1,13 @@
 //! `Interval`: ticks at a fixed period, with tokio's missed-tick behaviours.
 
-use super::sleep::Sleep;
 use crate::driver::clock::deadline_after;
+use crate::driver::registration::{Registration, ELAPSED, IDLE};
+use crate::driver::shard::Shard;
 use crate::Timer;
 use futures_core::Stream;
-use std::future::{poll_fn, Future};
+use std::future::poll_fn;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -92,19 +94,24 @@ impl MissedTickBehavior {
 /// Each [`tick`](Self::tick) returns the instant the tick was *scheduled* for, not when it
 /// was observed. An `Interval` is also a [`Stream`] of those instants.
 ///
-/// Unlike tokio's, its deadline is an unboxed [`Sleep`]: an `Interval` is `Unpin` and
-/// allocates nothing.
+/// Unlike tokio's, an `Interval` is `Unpin` and allocates nothing, and its instants are
+/// exact to the nanosecond however far they lie (up to a million years, where they
+/// saturate).
 #[derive(Debug)]
 pub struct Interval {
-    delay: Sleep,
+    /// The timer entry for `next`, by tick.
+    delay: Registration,
+    /// The instant the next tick is scheduled for.
+    next: Instant,
     period: Duration,
     missed_tick_behavior: MissedTickBehavior,
 }
 
 impl Interval {
-    pub(crate) fn new(delay: Sleep, period: Duration) -> Interval {
+    pub(crate) fn new(shard: Arc<Shard>, start: Instant, period: Duration) -> Interval {
         Interval {
-            delay,
+            delay: Registration::new(shard, IDLE),
+            next: start,
             period,
             missed_tick_behavior: MissedTickBehavior::default(),
         }
@@ -124,18 +131,31 @@ impl Interval {
     /// When `Pending`, the waker of `cx` is woken at the next tick; only the waker of the
     /// last call is kept.
     pub fn poll_tick(&mut self, cx: &mut Context<'_>) -> Poll<Instant> {
-        ready!(Pin::new(&mut self.delay).poll(cx));
-        let scheduled = self.delay.deadline();
-        let now = self.delay.now();
-        let next = if now > scheduled + MISSED_AFTER {
+        match self.delay.state() {
+            ELAPSED => {}
+            // The next tick is registered lazily, as tokio does, so a burst of missed
+            // ticks completes at once without touching the wheel.
+            IDLE => {
+                let clock = self.delay.clock();
+                if clock.now() < self.next {
+                    let tick = clock.deadline_tick(self.next);
+                    ready!(self.delay.register(tick, Some(cx.waker())));
+                }
+            }
+            _ => ready!(self.delay.poll(cx.waker())),
+        }
+        let scheduled = self.next;
+        let now = self.delay.clock().now();
+        let missed = scheduled
+            .checked_add(MISSED_AFTER)
+            .is_some_and(|late| now > late);
+        self.next = if missed {
             self.missed_tick_behavior
                 .next_tick(scheduled, now, self.period)
         } else {
             deadline_after(scheduled, self.period)
         };
-        // The delay has completed: store the deadline only. The next poll registers it, or
-        // completes at once when bursting.
-        self.delay.reset_unregistered(next);
+        self.delay.set_state(IDLE);
         Poll::Ready(scheduled)
     }
 
@@ -146,19 +166,23 @@ impl Interval {
 
     /// Makes the next tick due now.
     pub fn reset_immediately(&mut self) {
-        let now = self.delay.now();
-        Pin::new(&mut self.delay).reset(now);
+        let now = self.delay.clock().now();
+        self.reset_at(now);
     }
 
     /// Makes the next tick due `after` from now.
     pub fn reset_after(&mut self, after: Duration) {
-        let next = deadline_after(self.delay.now(), after);
-        Pin::new(&mut self.delay).reset(next);
+        let next = deadline_after(self.delay.clock().now(), after);
+        self.reset_at(next);
     }
 
     /// Makes the next tick due at `deadline`.
     pub fn reset_at(&mut self, deadline: Instant) {
-        Pin::new(&mut self.delay).reset(deadline);
+        self.next = deadline;
+        let clock = self.delay.clock();
+        let tick = clock.deadline_tick(deadline);
+        let due = self.delay.key().is_some() && deadline <= clock.now();
+        self.delay.reset(tick, due);
     }
 
     /// The period.

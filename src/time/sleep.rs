@@ -1,28 +1,29 @@
 //! `Sleep`: a future that completes at a deadline.
 
-use crate::driver::Registered;
+use crate::driver::registration::{Registration, ELAPSED, IDLE, OWNER_A, OWNER_B};
+use crate::driver::shard::Shard;
+use crate::timer::current::current_shard;
+#[cfg(doc)]
 use crate::Timer;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::time::Instant;
 
-// `Sleep::state` is one of these four, or below them all, the key of its wheel entry.
+// `Sleep`'s registration is `IDLE` (not in the wheel; the first poll reads the clock and
+// completes at once if the deadline has passed: made by `sleep_until`), `ELAPSED`, one of
+// these two, or registered.
 
-/// Not in the wheel; the first poll reads the clock and completes at once if the deadline
-/// has passed (made by `sleep_until`, or reset).
-const UNREGISTERED: usize = usize::MAX;
-/// Completed; not in the wheel.
-const ELAPSED: usize = usize::MAX - 1;
 /// Not in the wheel; made by `sleep(d)` with `d > 0`, so the deadline was ahead when it was
 /// made. The first poll skips the clock read (a third of the cost of register + cancel)
 /// and lets the wheel judge: a deadline that passed meanwhile fires on the driver's next
 /// turn, never early.
-const FRESH: usize = usize::MAX - 2;
+const FRESH: usize = OWNER_A;
 /// Not in the wheel; made by `sleep(Duration::ZERO)`: the first poll completes it.
-const DUE: usize = usize::MAX - 3;
+const DUE: usize = OWNER_B;
 
 /// Waits until `duration` has elapsed on the [current timer](Timer::current).
 ///
@@ -52,9 +53,9 @@ const DUE: usize = usize::MAX - 3;
 /// futures::executor::block_on(tickless::sleep(std::time::Duration::from_millis(1)));
 /// ```
 pub fn sleep(duration: Duration) -> Sleep {
-    // The handle moves into the `Sleep`: `Timer::current().sleep(..)` would clone it and
-    // drop the original, two atomic operations on a reference count for nothing.
-    Sleep::after(Timer::current(), duration)
+    // This thread's shard of the current timer, found without cloning the timer's handle
+    // (a reference count every worker thread would share).
+    Sleep::after(current_shard(), duration)
 }
 
 /// Waits until `deadline` on the [current timer](Timer::current).
@@ -73,7 +74,7 @@ pub fn sleep(duration: Duration) -> Sleep {
 /// # }
 /// ```
 pub fn sleep_until(deadline: Instant) -> Sleep {
-    Sleep::new(Timer::current(), deadline)
+    Sleep::new(current_shard(), deadline)
 }
 
 /// Future returned by [`sleep`] and [`sleep_until`].
@@ -88,69 +89,43 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
 /// the real clock.
 #[must_use = "futures do nothing unless you `.await` or poll them"]
 pub struct Sleep {
-    timer: Timer,
+    /// Its entry, on the shard of the thread that made it.
+    registration: Registration,
     /// The deadline in nanoseconds from the timer clock's origin (see
     /// [`Clock::offset`](crate::driver::clock::Clock::offset)): 8 bytes, not an
     /// `Instant`'s 16, so a `Sleep` is 24 bytes and a boxed one fits a 32-byte allocation.
     deadline: i64,
-    /// [`UNREGISTERED`], [`ELAPSED`], or the key of this sleep's entry in the wheel.
-    state: usize,
 }
 
 impl Sleep {
     /// A sleep until `deadline`, which the first poll compares with the clock.
-    pub(crate) fn new(timer: Timer, deadline: Instant) -> Sleep {
+    pub(crate) fn new(shard: Arc<Shard>, deadline: Instant) -> Sleep {
         Sleep {
-            deadline: timer.shared.clock.offset(deadline),
-            timer,
-            state: UNREGISTERED,
+            deadline: shard.core.clock.offset(deadline),
+            registration: Registration::new(shard, IDLE),
         }
     }
 
-    /// A sleep `duration` from now on `timer`. The clock is read here, so the first poll
-    /// needs no clock read.
-    pub(crate) fn after(timer: Timer, duration: Duration) -> Sleep {
+    /// A sleep `duration` from now on `shard`'s timer. The clock is read here, so the
+    /// first poll needs no clock read.
+    pub(crate) fn after(shard: Arc<Shard>, duration: Duration) -> Sleep {
         let nanos = i64::try_from(duration.as_nanos()).unwrap_or(i64::MAX);
+        let state = if duration.is_zero() { DUE } else { FRESH };
         Sleep {
-            deadline: timer.shared.clock.now_offset().saturating_add(nanos),
-            timer,
-            state: if duration.is_zero() { DUE } else { FRESH },
+            deadline: shard.core.clock.now_offset().saturating_add(nanos),
+            registration: Registration::new(shard, state),
         }
-    }
-
-    /// Sets the deadline of a completed (or never polled) sleep without registering it:
-    /// the next poll does, or completes at once if the deadline has passed. For
-    /// `Interval`, whose next tick is polled right away (tokio does the same).
-    pub(crate) fn reset_unregistered(&mut self, deadline: Instant) {
-        if let Some(key) = self.key() {
-            self.timer.shared.cancel(key);
-        }
-        self.deadline = self.timer.shared.clock.offset(deadline);
-        self.state = UNREGISTERED;
-    }
-
-    /// The current instant on this sleep's timer.
-    pub(crate) fn now(&self) -> Instant {
-        self.timer.shared.clock.now()
-    }
-
-    /// The wheel key, if this sleep is registered.
-    fn key(&self) -> Option<usize> {
-        (self.state < DUE).then_some(self.state)
     }
 
     /// The instant at which this future completes.
     pub fn deadline(&self) -> Instant {
-        self.timer.shared.clock.instant_at_offset(self.deadline)
+        self.registration.clock().instant_at_offset(self.deadline)
     }
 
     /// Whether the deadline has been reached: the driver fired this timer, or a poll saw
     /// the deadline pass. A `Sleep` that was never polled reports `false`, as in tokio.
     pub fn is_elapsed(&self) -> bool {
-        match self.key() {
-            Some(key) => self.timer.shared.has_fired(key),
-            None => self.state == ELAPSED,
-        }
+        self.registration.is_elapsed()
     }
 
     /// Moves the deadline, before or after completion, keeping the registration and the
@@ -173,27 +148,11 @@ impl Sleep {
     /// ```
     pub fn reset(self: Pin<&mut Self>, deadline: Instant) {
         let this = self.get_mut();
-        let shared = &this.timer.shared;
-        this.deadline = shared.clock.offset(deadline);
-        match this.key() {
-            None => {
-                let tick = shared.clock.offset_tick(this.deadline);
-                this.state = match shared.register(tick, None) {
-                    Registered::Pending(key) => key,
-                    Registered::Elapsed => ELAPSED,
-                };
-            }
-            Some(key) => {
-                if this.deadline <= shared.clock.now_offset() {
-                    // Fire now: cancel, and wake the waiting task so it polls and completes.
-                    if !shared.reset(key, 0) {
-                        this.state = ELAPSED;
-                    }
-                } else if !shared.reset(key, shared.clock.offset_tick(this.deadline)) {
-                    this.state = ELAPSED;
-                }
-            }
-        }
+        let clock = this.registration.clock();
+        this.deadline = clock.offset(deadline);
+        let tick = clock.offset_tick(this.deadline);
+        let due = this.registration.key().is_some() && this.deadline <= clock.now_offset();
+        this.registration.reset(tick, due);
     }
 }
 
@@ -202,34 +161,22 @@ impl Future for Sleep {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.get_mut();
-        let shared = &this.timer.shared;
-        let poll = match this.state {
-            ELAPSED => return Poll::Ready(()),
-            DUE => Poll::Ready(()),
-            UNREGISTERED if this.deadline <= shared.clock.now_offset() => Poll::Ready(()),
-            UNREGISTERED | FRESH => {
-                let tick = shared.clock.offset_tick(this.deadline);
-                match shared.register(tick, Some(cx.waker())) {
-                    Registered::Pending(key) => {
-                        this.state = key;
-                        Poll::Pending
-                    }
-                    Registered::Elapsed => Poll::Ready(()),
-                }
+        let registration = &mut this.registration;
+        match registration.state() {
+            ELAPSED => Poll::Ready(()),
+            DUE => {
+                registration.set_state(ELAPSED);
+                Poll::Ready(())
             }
-            key => shared.poll_registered(key, cx.waker()),
-        };
-        if poll.is_ready() {
-            this.state = ELAPSED;
-        }
-        poll
-    }
-}
-
-impl Drop for Sleep {
-    fn drop(&mut self) {
-        if let Some(key) = self.key() {
-            self.timer.shared.cancel(key);
+            IDLE if this.deadline <= registration.clock().now_offset() => {
+                registration.set_state(ELAPSED);
+                Poll::Ready(())
+            }
+            IDLE | FRESH => {
+                let tick = registration.clock().offset_tick(this.deadline);
+                registration.register(tick, Some(cx.waker()))
+            }
+            _ => registration.poll(cx.waker()),
         }
     }
 }
@@ -238,8 +185,8 @@ impl fmt::Debug for Sleep {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Sleep")
             .field("deadline", &self.deadline())
-            .field("registered", &self.key().is_some())
-            .field("elapsed", &(self.state == ELAPSED))
+            .field("registered", &self.registration.key().is_some())
+            .field("elapsed", &(self.registration.state() == ELAPSED))
             .finish()
     }
 }

@@ -2,6 +2,8 @@
 
 use super::error::Elapsed;
 use super::sleep::Sleep;
+use crate::timer::current::current_shard;
+#[cfg(doc)]
 use crate::Timer;
 use pin_project_lite::pin_project;
 use std::future::{Future, IntoFuture};
@@ -37,7 +39,7 @@ use tokio::time::Instant;
 pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoFuture> {
     Timeout::new(
         future.into_future(),
-        Sleep::after(Timer::current(), duration),
+        Sleep::after(current_shard(), duration),
     )
 }
 
@@ -45,7 +47,7 @@ pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoF
 ///
 /// Same meaning as `tokio::time::timeout_at`; see [`timeout`].
 pub fn timeout_at<F: IntoFuture>(deadline: Instant, future: F) -> Timeout<F::IntoFuture> {
-    Timeout::new(future.into_future(), Sleep::new(Timer::current(), deadline))
+    Timeout::new(future.into_future(), Sleep::new(current_shard(), deadline))
 }
 
 pin_project! {

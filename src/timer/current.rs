@@ -1,52 +1,39 @@
 //! Which timer is current: an entered one, else the runtime's default, else the process's.
 //!
-//! A runtime's default timer is sharded: every thread gets a shard number once (threads
-//! are numbered in the order they first ask), and threads whose numbers differ modulo
-//! [`shard_count`] use different timers, with different locks and driver tasks. So the
-//! worker threads of a multi-thread runtime usually do not contend for one lock (two
-//! workers on one timer did 1.6 Mops/s of register+cancel, on separate ones 5.5; see
-//! `BENCHMARKS.md`). Numbers are process-wide, so two workers can still share a shard
-//! when other threads took the numbers between theirs; that costs speed, not correctness.
+//! A runtime with time enabled gets one default timer, made on first use and driven inside
+//! that runtime; like every timer it is sharded by thread inside, so its worker threads do
+//! not contend for one lock. A runtime without time uses the process-wide default, which a
+//! thread drives: nothing is made, or left behind, per such runtime.
 //!
-//! Runtime defaults are kept in a process-wide list keyed by tokio's runtime id and the
-//! shard, and held strongly there, so a shard's timer (and its driver task) is made once,
-//! not once per `sleep`. The list's lock is never held while a timer is built or dropped.
-//! Each thread caches the last one it used. An entry whose driver task has stopped (its
-//! runtime shut down) is never handed out again and is pruned the next time the list is
-//! searched: tokio may give its id to a new runtime.
+//! Runtime defaults are kept in a process-wide list keyed by tokio's runtime id, and held
+//! strongly there, so the timer is made once, not once per `sleep`. The list's lock is
+//! never held while a timer is built or dropped. Each thread caches its shard of the last
+//! default it used, weakly: the free functions find it without touching the timer's
+//! reference count, which every worker shares. An entry whose runtime has shut down is
+//! never handed out again and is pruned the next time the list is searched.
 
-use super::{Builder, Timer};
-use crate::driver::Shared;
+use super::{Builder, Inner, Timer};
+use crate::driver::runtime::time_enabled;
+use crate::driver::shard::Shard;
 use std::cell::RefCell;
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use tokio::runtime::{Handle, Id};
 
 thread_local! {
     static ENTERED: RefCell<Option<Timer>> = const { RefCell::new(None) };
-    static LAST_RUNTIME: RefCell<Option<(Id, Weak<Shared>)>> = const { RefCell::new(None) };
-    /// This thread's shard of every runtime's default timer.
-    static SHARD: usize = {
-        static THREADS: AtomicUsize = AtomicUsize::new(0);
-        THREADS.fetch_add(1, Ordering::Relaxed) % shard_count()
-    };
+    /// The default of the runtime this thread last asked about, and this thread's shard
+    /// of it.
+    static LAST_RUNTIME: RefCell<Option<Cached>> = const { RefCell::new(None) };
 }
 
-/// A runtime's default timer for one shard of its threads.
-type Key = (Id, usize);
-
-static RUNTIME_DEFAULTS: Mutex<Vec<(Key, Timer)>> = Mutex::new(Vec::new());
-
-/// How many default timers a runtime may have: twice the available parallelism (at most
-/// 64), so that the few threads that run tasks are unlikely to share one.
-pub(crate) fn shard_count() -> usize {
-    static COUNT: OnceLock<usize> = OnceLock::new();
-    *COUNT.get_or_init(|| {
-        let cores = std::thread::available_parallelism().map_or(1, usize::from);
-        (2 * cores).min(64)
-    })
+struct Cached {
+    runtime: Id,
+    timer: Weak<Inner>,
+    shard: Weak<Shard>,
 }
+
+static RUNTIME_DEFAULTS: Mutex<Vec<(Id, Timer)>> = Mutex::new(Vec::new());
 static PROCESS_DEFAULT: OnceLock<Timer> = OnceLock::new();
 
 /// Restores the previously current timer when dropped. Returned by [`Timer::enter`].
@@ -79,10 +66,54 @@ pub(super) fn current() -> Timer {
     if let Some(timer) = ENTERED.with(|entered| entered.borrow().clone()) {
         return timer;
     }
-    match Handle::try_current() {
-        Ok(handle) => runtime_default(&handle),
-        Err(_) => process_default(),
+    let Ok(handle) = Handle::try_current() else {
+        return process_default();
+    };
+    let cached = cached(handle.id(), |cached| cached.timer.upgrade());
+    match cached {
+        Some(inner) if !inner.core.is_stopped() => Timer { inner },
+        _ => remember(&handle).0,
     }
+}
+
+/// This thread's shard of the current timer: what the free functions register on. The
+/// same timer as [`current`], found without touching its handle's reference count.
+pub(crate) fn current_shard() -> Arc<Shard> {
+    if let Some(shard) =
+        ENTERED.with(|entered| entered.borrow().as_ref().map(|t| t.shard().clone()))
+    {
+        return shard;
+    }
+    let Ok(handle) = Handle::try_current() else {
+        return process_default().shard().clone();
+    };
+    match cached(handle.id(), |cached| cached.shard.upgrade()) {
+        Some(shard) if !shard.core.is_stopped() => shard,
+        _ => remember(&handle).1,
+    }
+}
+
+fn cached<T>(runtime: Id, get: impl FnOnce(&Cached) -> Option<T>) -> Option<T> {
+    LAST_RUNTIME.with(|last| match &*last.borrow() {
+        Some(cached) if cached.runtime == runtime => get(cached),
+        _ => None,
+    })
+}
+
+/// Finds (or makes) the runtime's default, and caches it for this thread.
+fn remember(handle: &Handle) -> (Timer, Arc<Shard>) {
+    let timer = runtime_default(handle);
+    let shard = timer.shard().clone();
+    let cached = Cached {
+        runtime: handle.id(),
+        timer: Arc::downgrade(&timer.inner),
+        shard: Arc::downgrade(&shard),
+    };
+    // Replaced outside the borrow: the old entry holds only weak references, but keep the
+    // habit of dropping timer state unborrowed.
+    let old = LAST_RUNTIME.with(|last| last.borrow_mut().replace(cached));
+    drop(old);
+    (timer, shard)
 }
 
 fn process_default() -> Timer {
@@ -96,61 +127,53 @@ fn process_default() -> Timer {
 
 fn runtime_default(handle: &Handle) -> Timer {
     let id = handle.id();
-    let key = (id, SHARD.with(|shard| *shard));
-    let cached = LAST_RUNTIME.with(|last| match &*last.borrow() {
-        Some((last_id, shared)) if *last_id == id => shared.upgrade(),
-        _ => None,
-    });
-    if let Some(shared) = cached.filter(|shared| !shared.is_stopped()) {
-        return Timer { shared };
+    if let Some(timer) = find_or_prune(id) {
+        return timer;
     }
-    let timer = match find_or_prune(key) {
-        Some(timer) => timer,
-        None => {
-            // Built with the list unlocked: building probes the runtime (which may run a
-            // panic hook) and spawns the driver, and neither should run under a global lock.
-            let built = {
-                let _enter = handle.enter();
-                // Task driver where the runtime has time enabled, else a driver thread.
-                Timer::new()
-            };
-            let mut defaults = lock_defaults();
-            match defaults.iter().find(|(known, _)| *known == key) {
-                // Another thread built one first: use it, and drop ours unlocked.
-                Some((_, first)) => {
-                    let first = first.clone();
-                    drop(defaults);
-                    drop(built);
-                    first
-                }
-                None => {
-                    defaults.push((key, built.clone()));
-                    built
-                }
-            }
-        }
+    if !time_enabled(handle) {
+        return process_default();
+    }
+    // Built with the list unlocked: building spawns a task and probes the runtime, and
+    // neither should run under a global lock.
+    let built = {
+        let _enter = handle.enter();
+        Builder::new()
+            .driver(super::Driver::Tokio)
+            .build()
+            .unwrap_or_else(|error| panic!("tickless: default timer: {error}"))
     };
-    let weak = Arc::downgrade(&timer.shared);
-    LAST_RUNTIME.with(|last| *last.borrow_mut() = Some((id, weak)));
-    timer
+    let mut defaults = lock_defaults();
+    match defaults.iter().find(|(known, _)| *known == id) {
+        // Another thread built one first: use it, and drop ours unlocked.
+        Some((_, first)) => {
+            let first = first.clone();
+            drop(defaults);
+            drop(built);
+            first
+        }
+        None => {
+            defaults.push((id, built.clone()));
+            built
+        }
+    }
 }
 
-fn lock_defaults() -> std::sync::MutexGuard<'static, Vec<(Key, Timer)>> {
+fn lock_defaults() -> std::sync::MutexGuard<'static, Vec<(Id, Timer)>> {
     RUNTIME_DEFAULTS
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
 }
 
-/// The default timer of a runtime's shard, if one is listed; drops the entries of runtimes
-/// that have shut down on the way (outside the lock: a stale timer's last handle drops the
+/// The default timer of a runtime, if one is listed; drops the entries of runtimes that
+/// have shut down on the way (outside the lock: a stale timer's last handle drops the
 /// wakers it holds).
-fn find_or_prune(key: Key) -> Option<Timer> {
+fn find_or_prune(id: Id) -> Option<Timer> {
     let mut stale = Vec::new();
     let found = {
         let mut defaults = lock_defaults();
         let mut index = 0;
         while index < defaults.len() {
-            if defaults[index].1.shared.is_stopped() {
+            if defaults[index].1.core().is_stopped() {
                 stale.push(defaults.swap_remove(index));
             } else {
                 index += 1;
@@ -158,7 +181,7 @@ fn find_or_prune(key: Key) -> Option<Timer> {
         }
         defaults
             .iter()
-            .find(|(known, _)| *known == key)
+            .find(|(known, _)| *known == id)
             .map(|(_, timer)| timer.clone())
     };
     drop(stale);

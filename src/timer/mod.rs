@@ -1,19 +1,19 @@
 //! The `Timer` handle: configuration, which driver runs, and the current timer.
 
-mod current;
+pub(crate) mod current;
 
 pub use current::EnterGuard;
 
 use crate::driver::{
     self,
     clock::{Clock, Source},
-    Shared,
+    shard::Shard,
+    Core, Mode,
 };
 use crate::time::error::ZeroPeriod;
 use crate::time::{Interval, Sleep, Timeout};
 use std::fmt;
 use std::future::IntoFuture;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::runtime::Handle;
@@ -22,16 +22,28 @@ use tokio::time::Instant;
 /// The largest wheel size [`Builder::wheel_size`] accepts.
 pub const MAX_WHEEL_SIZE: usize = 1 << 16;
 
-/// A handle to one timing wheel and its driver. Cheap to clone; every clone is the same
-/// timer.
+/// The most shards [`Builder::shards`] accepts.
+pub const MAX_SHARDS: usize = 1024;
+
+const NOT_MANUAL: &str = "Timer::advance needs a manual clock: build the timer with \
+    Timer::builder().manual_clock(), or move tokio's clock with tokio::time::advance under a \
+    paused runtime";
+
+/// A handle to one timer: its wheels and their driver. Cheap to clone; every clone is the
+/// same timer, and meant to be shared: cloned into every task that uses it.
 ///
 /// Most code never names a `Timer`: [`sleep`](crate::sleep) and friends use the
 /// [current](Timer::current) one. Build your own to choose the tick, the wheel size or the
 /// driver, or to keep some timers apart from the others.
 ///
-/// The timer lives while any handle or any [`Sleep`] of it does (a default timer is also
-/// held by the list of defaults, until its runtime shuts down); its driver ends when it is
-/// gone.
+/// A timer is sharded by thread: a [`Sleep`] is registered on the wheel of the thread that
+/// makes it, each wheel behind its own lock, and one driver turns them all. So one timer
+/// shared by every worker of a multi-thread runtime does not make them contend for one
+/// lock ([`Builder::shards`] sets how many wheels).
+///
+/// The timer lives while any handle or any [`Sleep`] of it does (a runtime's default timer
+/// is also held by the list of defaults, until its runtime shuts down); its driver ends
+/// when it is gone.
 ///
 /// # Examples
 ///
@@ -48,12 +60,58 @@ pub const MAX_WHEEL_SIZE: usize = 1 << 16;
 /// ```
 #[derive(Clone)]
 pub struct Timer {
-    pub(crate) shared: Arc<Shared>,
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    core: Arc<Core>,
+    shards: Box<[Arc<Shard>]>,
+}
+
+thread_local! {
+    /// This thread's shard of every timer, modulo the timer's number of shards: threads
+    /// are numbered in the order they first use a timer.
+    static SHARD: usize = {
+        static THREADS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        THREADS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    };
+}
+
+/// The number of shards a timer gets when the builder is not told: twice the available
+/// parallelism, at most 64, so that the few threads that run tasks are unlikely to share
+/// one.
+pub(crate) fn default_shards() -> usize {
+    static COUNT: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *COUNT.get_or_init(|| {
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        (2 * cores).min(64)
+    })
 }
 
 impl Timer {
-    /// A timer with the defaults: a 1 ms tick, 64 buckets per level, and a driver task on
-    /// the current tokio runtime, or a driver thread when called outside one (or inside a
+    fn from_parts(core: Arc<Core>, shards: Box<[Arc<Shard>]>) -> Timer {
+        Timer {
+            inner: Arc::new(Inner { core, shards }),
+        }
+    }
+
+    pub(crate) fn core(&self) -> &Arc<Core> {
+        &self.inner.core
+    }
+
+    /// This thread's shard.
+    pub(crate) fn shard(&self) -> &Arc<Shard> {
+        let shards = &self.inner.shards;
+        let index = if shards.len() == 1 {
+            0
+        } else {
+            SHARD.with(|shard| *shard) % shards.len()
+        };
+        &shards[index]
+    }
+
+    /// A timer with the defaults: a 1 ms tick, 64 buckets per level, driven inside the
+    /// current tokio runtime, or by a driver thread when called outside one (or inside a
     /// runtime built without `enable_time`).
     ///
     /// # Panics
@@ -76,14 +134,12 @@ impl Timer {
     ///
     /// 1. the timer most recently [entered](Timer::enter) on this thread, if its guard
     ///    is alive;
-    /// 2. inside a tokio runtime: that runtime's default timer for this thread, made on
-    ///    first use with [`Timer::new`]'s settings and a driver task on that runtime (so a
-    ///    paused tokio clock drives it). A runtime's default is sharded by thread (up to
-    ///    twice the available parallelism): worker threads mostly get different timers,
-    ///    so they do not contend for one lock. A `Sleep` keeps the timer it was made
-    ///    with wherever it is polled or dropped, and [`Timer::stats`] counts one shard;
-    /// 3. outside any runtime: a process-wide default timer with a driver thread, made on
-    ///    first use.
+    /// 2. inside a tokio runtime with time enabled: that runtime's default timer, made on
+    ///    first use with [`Timer::new`]'s settings and driven inside the runtime's own timer
+    ///    processing (so a paused tokio clock drives it). One timer per runtime, sharded
+    ///    by thread like every timer;
+    /// 3. anywhere else (outside any runtime, or in one built without `enable_time`): a
+    ///    process-wide default timer with a driver thread, made on first use.
     pub fn current() -> Timer {
         current::current()
     }
@@ -102,15 +158,15 @@ impl Timer {
 
     /// Whether two handles are the same timer.
     pub fn same_timer(&self, other: &Timer) -> bool {
-        Arc::ptr_eq(&self.shared, &other.shared)
+        Arc::ptr_eq(self.core(), other.core())
     }
 
-    /// The current instant on this timer's clock: tokio's `Instant::now()` for a task
-    /// driver (read in its runtime, so a paused clock counts), the real clock for a thread
-    /// driver, and for a [manual clock](Builder::manual_clock), where
+    /// The current instant on this timer's clock: tokio's `Instant::now()` for a timer
+    /// driven by tokio (read in its runtime, so a paused clock counts), the real clock for
+    /// a thread driver, and for a [manual clock](Builder::manual_clock), where
     /// [`advance`](Self::advance) has put it.
     pub fn now(&self) -> Instant {
-        self.shared.clock.now()
+        self.core().clock.now()
     }
 
     /// Moves this timer's [manual clock](Builder::manual_clock) forward by `duration` and
@@ -118,7 +174,10 @@ impl Timer {
     /// woken; the woken tasks run when their executor gets to them.
     ///
     /// Works the same on any runtime flavour and any executor: unlike tokio's paused
-    /// clock, a manual clock is not tied to a current-thread runtime.
+    /// clock, a manual clock is not tied to a current-thread runtime. Concurrent calls
+    /// add up: the clock moves by the sum of their durations. A call made from inside a
+    /// waker this timer is waking returns at once; what it makes due fires before the
+    /// outer call returns. The clock stops 584 years from its start.
     ///
     /// ```
     /// use std::time::Duration;
@@ -139,8 +198,8 @@ impl Timer {
     /// If this timer's clock is not manual: only a manual clock can be moved.
     #[track_caller]
     pub fn advance(&self, duration: Duration) {
-        let to = driver::clock::deadline_after(self.now(), duration);
-        self.advance_to(to);
+        assert!(self.core().clock.advance_by(duration), "{NOT_MANUAL}");
+        self.core().advanced();
     }
 
     /// Moves this timer's [manual clock](Builder::manual_clock) forward to `instant` (an
@@ -152,29 +211,26 @@ impl Timer {
     /// If this timer's clock is not manual.
     #[track_caller]
     pub fn advance_to(&self, instant: Instant) {
-        assert!(
-            self.shared.advance_manual(instant),
-            "Timer::advance needs a manual clock: build the timer with Timer::builder().manual_clock(), \
-             or move tokio's clock with tokio::time::advance under a paused runtime"
-        );
+        assert!(self.core().clock.advance_to(instant), "{NOT_MANUAL}");
+        self.core().advanced();
     }
 
     /// The tick: the resolution of this timer's deadlines (1 ms by default, 1 ns with a
     /// manual clock).
     pub fn tick(&self) -> Duration {
-        self.shared.clock.tick()
+        self.core().clock.tick()
     }
 
     /// A future that completes `duration` from now on this timer.
     /// See [`sleep`](crate::sleep).
     pub fn sleep(&self, duration: Duration) -> Sleep {
-        Sleep::after(self.clone(), duration)
+        Sleep::after(self.shard().clone(), duration)
     }
 
     /// A future that completes at `deadline` on this timer.
     /// See [`sleep_until`](crate::sleep_until).
     pub fn sleep_until(&self, deadline: Instant) -> Sleep {
-        Sleep::new(self.clone(), deadline)
+        Sleep::new(self.shard().clone(), deadline)
     }
 
     /// Requires `future` to complete within `duration` on this timer.
@@ -237,12 +293,13 @@ impl Timer {
         if period.is_zero() {
             return Err(ZeroPeriod::new());
         }
-        Ok(Interval::new(self.sleep_until(start), period))
+        Ok(Interval::new(self.shard().clone(), start, period))
     }
 
-    /// What this timer's driver and wheel have done so far, and what they hold.
+    /// What this timer's driver and wheels have done so far, and what they hold: the sum
+    /// over its shards.
     pub fn stats(&self) -> Stats {
-        let s = self.shared.snapshot();
+        let s = self.core().snapshot();
         Stats {
             driver_wakeups: s.wakeups,
             buckets_flushed: s.buckets_flushed,
@@ -269,15 +326,15 @@ impl fmt::Debug for Timer {
     }
 }
 
-/// Counters from [`Timer::stats`].
+/// Counters from [`Timer::stats`], summed over the timer's shards.
 ///
-/// The driver wakes once per non-empty bucket expiry plus once per notification (an
+/// The driver turns once per non-empty bucket expiry plus once per notification (an
 /// insert that needed an earlier wakeup), never per tick; `driver_wakeups` proves it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Stats {
-    /// Turns the driver has run: each wakeup of its task or thread, or each
-    /// [`Timer::advance`] of a manual clock.
+    /// Turns the driver has run: each time tokio's timer woke it, each wakeup of its
+    /// thread, or each [`Timer::advance`] of a manual clock.
     pub driver_wakeups: u64,
     /// Non-empty buckets whose expiry came and whose entries were fired or moved down.
     pub buckets_flushed: u64,
@@ -285,21 +342,23 @@ pub struct Stats {
     pub entries_fired: u64,
     /// Timers moved from a flushed bucket to a lower, finer level.
     pub entries_demoted: u64,
-    /// Wakers that panicked when woken (the panic is caught; the driver goes on).
+    /// Wakers that panicked when woken or dropped by tickless (the panic is caught; the
+    /// driver goes on).
     pub waker_panics: u64,
     /// Timers held now: registered `Sleep`s, fired or not, that have not completed.
     pub registered: usize,
-    /// Levels the wheel has grown so far.
+    /// Levels the deepest shard's wheel has grown so far.
     pub levels: usize,
 }
 
-/// Which driver advances a timer's wheel.
+/// Which driver advances a timer's wheels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Driver {
-    /// A task on the current tokio runtime, waiting with tokio's timer: a paused tokio
-    /// clock drives the wheel. Needs a runtime with time enabled.
-    Task,
+    /// Inside the current tokio runtime's own timer processing: tickless timers fire in
+    /// the same pass as tokio's, and a paused tokio clock (`pause`, `advance`,
+    /// `start_paused`) drives them. Needs a runtime with time enabled.
+    Tokio,
     /// A thread of its own, parking until the next expiry: works under any executor, on
     /// the real clock, even when called from a paused runtime (whose instants therefore do
     /// not match it: build deadlines from [`Timer::now`]).
@@ -324,6 +383,8 @@ pub struct Builder {
     /// `None`: 1 ms, or 1 ns with a manual clock.
     tick: Option<Duration>,
     wheel_size: usize,
+    /// `None`: [`default_shards`].
+    shards: Option<usize>,
     driver: Option<Driver>,
     manual_clock: bool,
 }
@@ -340,6 +401,7 @@ impl Builder {
         Builder {
             tick: None,
             wheel_size: 64,
+            shards: None,
             driver: None,
             manual_clock: false,
         }
@@ -359,8 +421,9 @@ impl Builder {
     }
 
     /// The width of a level-0 bucket: deadlines are rounded up to it. Must not be zero.
-    /// A task driver waits with tokio's timer, whose own resolution is 1 ms; ticks below
-    /// that pay off with [`Driver::Thread`].
+    /// [`Driver::Tokio`] fires with tokio's timer, whose own resolution is 1 ms (the
+    /// default tick is exactly tokio's milliseconds, so a deadline is rounded once); ticks
+    /// below that pay off with [`Driver::Thread`].
     pub fn tick(mut self, tick: Duration) -> Builder {
         self.tick = Some(tick);
         self
@@ -372,7 +435,16 @@ impl Builder {
         self
     }
 
-    /// Which driver to run. Without this call: [`Driver::Task`] inside a tokio runtime
+    /// How many wheels (shards), each behind its own lock, the timer spreads its timers
+    /// over by thread: from 1 to [`MAX_SHARDS`]. Without this call, twice the available
+    /// parallelism, at most 64. One shard uses the least memory; more let more threads
+    /// register and cancel at once without contending.
+    pub fn shards(mut self, shards: usize) -> Builder {
+        self.shards = Some(shards);
+        self
+    }
+
+    /// Which driver to run. Without this call: [`Driver::Tokio`] inside a tokio runtime
     /// with time enabled, [`Driver::Thread`] anywhere else.
     pub fn driver(mut self, driver: Driver) -> Builder {
         self.driver = Some(driver);
@@ -384,8 +456,9 @@ impl Builder {
     /// # Errors
     ///
     /// A zero tick, a wheel size that is not a power of two from 2 to [`MAX_WHEEL_SIZE`],
-    /// [`Driver::Task`] outside a tokio runtime or in one without time enabled, or a
-    /// driver thread the operating system would not start.
+    /// a number of shards outside 1 to [`MAX_SHARDS`], [`Driver::Tokio`] outside a tokio
+    /// runtime or in one without time enabled, or a driver thread the operating system
+    /// would not start.
     pub fn build(self) -> Result<Timer, BuildError> {
         let default_tick = if self.manual_clock {
             Duration::from_nanos(1)
@@ -399,50 +472,41 @@ impl Builder {
         if !(2..=MAX_WHEEL_SIZE).contains(&self.wheel_size) || !self.wheel_size.is_power_of_two() {
             return Err(BuildError(ErrorKind::WheelSize(self.wheel_size)));
         }
+        let shards = self.shards.unwrap_or_else(default_shards);
+        if !(1..=MAX_SHARDS).contains(&shards) {
+            return Err(BuildError(ErrorKind::Shards(shards)));
+        }
         if self.manual_clock {
             if let Some(driver) = self.driver {
                 return Err(BuildError(ErrorKind::ManualWithDriver(driver)));
             }
             let clock = Clock::new(tick, Source::Manual);
-            let shared = Arc::new(Shared::new(clock, self.wheel_size));
-            shared.set_running(driver::Running::Manual);
-            return Ok(Timer { shared });
+            let (core, shards) = Core::new(clock, Mode::Manual, self.wheel_size, shards);
+            return Ok(Timer::from_parts(core, shards));
         }
         let runtime = Handle::try_current().ok();
-        let driver = match (self.driver, &runtime) {
-            (Some(Driver::Thread), _) => Driver::Thread,
-            (Some(Driver::Task), None) => return Err(BuildError(ErrorKind::NoRuntime)),
-            (Some(Driver::Task), Some(handle)) if !time_enabled(handle) => {
+        let tokio = match (self.driver, &runtime) {
+            (Some(Driver::Thread), _) => None,
+            (Some(Driver::Tokio), None) => return Err(BuildError(ErrorKind::NoRuntime)),
+            (Some(Driver::Tokio), Some(handle)) if !driver::runtime::time_enabled(handle) => {
                 return Err(BuildError(ErrorKind::TimeDisabled));
             }
-            (None, Some(handle)) if time_enabled(handle) => Driver::Task,
-            (Some(Driver::Task), Some(_)) => Driver::Task,
-            (None, _) => Driver::Thread,
+            (Some(Driver::Tokio), Some(handle)) => Some(handle),
+            (None, Some(handle)) if driver::runtime::time_enabled(handle) => Some(handle),
+            (None, _) => None,
         };
-        let source = match driver {
-            Driver::Task => Source::Tokio,
-            Driver::Thread => Source::Real,
+        let (core, shards) = match tokio {
+            Some(handle) => driver::runtime::build(handle, tick, self.wheel_size, shards),
+            None => {
+                let clock = Clock::new(tick, Source::Real);
+                let (core, shards) = Core::new(clock, Mode::Thread, self.wheel_size, shards);
+                driver::spawn_thread(&core)
+                    .map_err(|error| BuildError(ErrorKind::Thread(error.to_string())))?;
+                (core, shards)
+            }
         };
-        let shared = Arc::new(Shared::new(Clock::new(tick, source), self.wheel_size));
-        match (driver, runtime) {
-            (Driver::Task, Some(handle)) => driver::spawn_task(&shared, &handle),
-            _ => shared
-                .start_thread()
-                .map_err(|error| BuildError(ErrorKind::Thread(error.to_string())))?,
-        }
-        Ok(Timer { shared })
+        Ok(Timer::from_parts(core, shards))
     }
-}
-
-/// Whether `handle`'s runtime has its time driver enabled. tokio offers no query, and
-/// creating a `Sleep` without one panics; this catches that panic. It is only reached on
-/// the path that builds a timer, never per `Sleep`.
-fn time_enabled(handle: &Handle) -> bool {
-    let _enter = handle.enter();
-    catch_unwind(AssertUnwindSafe(|| {
-        drop(tokio::time::sleep(Duration::ZERO));
-    }))
-    .is_ok()
 }
 
 /// Why [`Builder::build`] refused a configuration.
@@ -453,6 +517,7 @@ pub struct BuildError(ErrorKind);
 enum ErrorKind {
     ZeroTick,
     WheelSize(usize),
+    Shards(usize),
     NoRuntime,
     TimeDisabled,
     Thread(String),
@@ -470,7 +535,12 @@ impl BuildError {
         matches!(self.0, ErrorKind::WheelSize(_))
     }
 
-    /// [`Driver::Task`] was asked for outside a tokio runtime, or in one built without
+    /// The number of shards was not from 1 to [`MAX_SHARDS`].
+    pub fn is_invalid_shards(&self) -> bool {
+        matches!(self.0, ErrorKind::Shards(_))
+    }
+
+    /// [`Driver::Tokio`] was asked for outside a tokio runtime, or in one built without
     /// time enabled.
     pub fn is_no_runtime(&self) -> bool {
         matches!(self.0, ErrorKind::NoRuntime | ErrorKind::TimeDisabled)
@@ -495,13 +565,17 @@ impl fmt::Display for BuildError {
                 f,
                 "invalid wheel_size {size}: must be a power of two from 2 to {MAX_WHEEL_SIZE}"
             ),
+            ErrorKind::Shards(shards) => write!(
+                f,
+                "invalid shards {shards}: must be from 1 to {MAX_SHARDS}"
+            ),
             ErrorKind::NoRuntime => write!(
                 f,
-                "invalid driver Task: no tokio runtime is current; build inside one or use Driver::Thread"
+                "invalid driver Tokio: no tokio runtime is current; build inside one or use Driver::Thread"
             ),
             ErrorKind::TimeDisabled => write!(
                 f,
-                "invalid driver Task: the current tokio runtime has no time driver; call enable_time on its builder or use Driver::Thread"
+                "invalid driver Tokio: the current tokio runtime has no time driver; call enable_time on its builder or use Driver::Thread"
             ),
             ErrorKind::Thread(error) => write!(f, "failed to start the driver thread: {error}"),
             ErrorKind::ManualWithDriver(driver) => write!(

@@ -17,9 +17,10 @@
 //! | 3     | `W^3`                | `W^4`        | 4.7 h                         |
 //! | k     | `W^k`                | `W^(k+1)`    | ... up to level 10, all of `u64` |
 //!
-//! Level 0 exists from the start; a level is added the first time a deadline does not fit
-//! the levels below it (Kafka's overflow wheel), so a wheel holding only near timers stays
-//! one level deep, and any `u64` deadline fits once `ceil(64 / shift)` levels exist.
+//! Level 0 is made by the first insert; a level is added the first time a deadline does
+//! not fit the levels below it (Kafka's overflow wheel), so a wheel holding only near
+//! timers stays one level deep, and any `u64` deadline fits once `ceil(64 / shift)` levels
+//! exist.
 //!
 //! Level `k` sees the wheel's time rounded down to its bucket width, `now_k`, and holds a
 //! deadline `d` when `d - now_k < W^(k+1)` (see [`level::fits`]). An entry goes to the
@@ -130,19 +131,18 @@ impl<T> Wheel<T> {
             wheel_size >= 2 && wheel_size.is_power_of_two(),
             "wheel_size must be a power of two >= 2, got {wheel_size}"
         );
-        let shift = wheel_size.trailing_zeros();
-        let mut wheel = Wheel {
+        // Levels, level 0 included, are made by the first insert that needs them: a
+        // timer has a wheel per shard, and a shard no thread uses costs no buckets.
+        Wheel {
             entries: Slab::new(),
             buckets: Vec::new(),
             queue: BucketQueue::default(),
             ready: List::default(),
             due: Vec::new(),
             elapsed_tick: 0,
-            shift,
+            shift: wheel_size.trailing_zeros(),
             counters: Counters::default(),
-        };
-        wheel.add_level();
-        wheel
+        }
     }
 
     fn wheel_size(&self) -> usize {
@@ -284,6 +284,36 @@ impl<T> Wheel<T> {
         }
         self.queue = BucketQueue::default();
         self.ready = List::default();
+    }
+
+    /// Moves every entry to the lowest slab keys, so the slab's memory can shrink to the
+    /// entries held, and returns each move as `(old key, new key)`. Entries keep their
+    /// deadlines, buckets and fired state; O(entries).
+    pub(crate) fn compact(&mut self) -> Vec<(usize, usize)> {
+        let counters = self.counters;
+        let old = std::mem::take(&mut self.entries);
+        self.entries = Slab::with_capacity(old.len());
+        for bucket in &mut self.buckets {
+            *bucket = Bucket::default();
+        }
+        self.queue = BucketQueue::default();
+        self.ready = List::default();
+        let mut moves = Vec::new();
+        for (old_key, entry) in old {
+            let was_linked = entry.is_linked();
+            let key = self
+                .entries
+                .insert(Entry::new(entry.deadline_tick, entry.value));
+            if was_linked {
+                self.place(key as u32);
+            }
+            if key != old_key {
+                moves.push((old_key, key));
+            }
+        }
+        // Placing again is not firing again.
+        self.counters = counters;
+        moves
     }
 
     /// Calls `f` with every entry's value, pending or fired.

@@ -169,6 +169,8 @@ enum Op {
     Advance(u64),
     /// Advance to the next expiration, as the driver does.
     AdvanceToNext,
+    /// Move every entry to the lowest keys.
+    Compact,
 }
 
 /// Deltas from "now" to a few ticks, to far enough for 5+ levels, to the top of `u64`.
@@ -189,6 +191,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (any::<usize>(), delta()).prop_map(|(n, d)| Op::Reset(n, d)),
         3 => delta().prop_map(Op::Advance),
         2 => Just(Op::AdvanceToNext),
+        1 => Just(Op::Compact),
     ]
 }
 
@@ -236,6 +239,16 @@ fn check_against_oracle(wheel_size: usize, ops: &[Op]) {
             Op::Advance(delta) => {
                 now = now.saturating_add(delta);
                 wheel.advance(now);
+            }
+            Op::Compact => {
+                let moves: BTreeMap<usize, usize> = wheel.compact().into_iter().collect();
+                let remap = |key: usize| moves.get(&key).copied().unwrap_or(key);
+                pending = pending.into_iter().map(|(k, d)| (remap(k), d)).collect();
+                fired = fired.into_iter().map(remap).collect();
+                assert!(
+                    (0..wheel.len()).all(|key| wheel.get(key).is_some()),
+                    "entries packed into the lowest keys"
+                );
             }
             Op::AdvanceToNext => {
                 let next = wheel.next_expiration();

@@ -1,0 +1,333 @@
+//! The driver inside a tokio runtime's own timer processing.
+//!
+//! The alarm is one tokio [`Sleep`](tokio::time::Sleep), polled with a waker of ours
+//! ([`Hook`]). tokio wakes it in the pass that fires its own timers; the wake runs the
+//! turn right there (waking every due tickless timer in the same pass as tokio's) and
+//! re-arms the `Sleep` for the next expiry. So a paused clock's `advance`, or its
+//! auto-advance, sees tickless timers fire exactly when tokio's would.
+//!
+//! Three things make that exact and safe:
+//!
+//! - **One rounding.** tokio rounds deadlines up to milliseconds counted from its own
+//!   start. A timer built here puts its origin on that grid ([`grid_origin`]), so its
+//!   1 ms ticks *are* tokio's milliseconds and arming the alarm at a tick rounds nothing
+//!   again: `sleep_until(t)` fires when tokio's `sleep_until(t)` would.
+//! - **Context.** Reading a paused clock and polling the `Sleep` need the runtime's
+//!   context; tokio's timer pass has it. Work that lands on a thread without it (the
+//!   token holder was elsewhere when the alarm went off) is handed to a helper task on
+//!   the runtime ([`Helper`]).
+//! - **Shutdown without a panic.** tokio wakes every timer when its runtime shuts down,
+//!   and polling a `Sleep` after that panics. The helper task's drop (tokio drops every
+//!   task first) says the runtime is going; a wake before the armed tick is checked by
+//!   re-arming far away, which completes at once only on a shut-down runtime.
+
+use super::clock::{deadline_after, Clock, Source};
+use super::shard::Shard;
+use super::{Alarm, Armed, Core, Mode};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::Duration;
+use tokio::runtime::{Handle, Id};
+use tokio::time::{Instant, Sleep};
+
+/// How far a disarmed alarm waits: further than any test or process runs.
+const FAR: Duration = Duration::from_secs(86_400 * 365 * 30);
+
+/// A tokio-driven core and its shards, built inside `handle`'s runtime, which the caller
+/// has checked has time enabled.
+pub(crate) fn build(
+    handle: &Handle,
+    tick: Duration,
+    wheel_size: usize,
+    shards: usize,
+) -> (Arc<Core>, Box<[Arc<Shard>]>) {
+    let _enter = handle.enter();
+    let now = Instant::now();
+    let mut sleep = Box::pin(tokio::time::sleep_until(deadline_after(now, FAR)));
+    let origin = grid_origin(sleep.as_mut(), now).unwrap_or(now);
+    let clock = Clock::with_origin(origin, tick, Source::Tokio);
+    let (core, shards) = Core::new(clock, Mode::Tokio, wheel_size, shards);
+    let relay = Arc::new(Relay::default());
+    let mut alarm = TokioAlarm {
+        sleep,
+        hook: Waker::from(Arc::new(Hook(Arc::downgrade(&core)))),
+        runtime: handle.id(),
+        armed: u64::MAX,
+        relay: relay.clone(),
+    };
+    // In context: this registers the hook with tokio's timer, so even an alarm armed for
+    // nothing is a registered `Sleep` that a re-arm from any thread can move.
+    let armed = alarm.arm(&core.clock, None);
+    debug_assert_eq!(armed, Armed::Waiting);
+    core.set_alarm(Box::new(alarm));
+    drop(handle.spawn(Helper {
+        core: Arc::downgrade(&core),
+        relay,
+        runtime: handle.id(),
+    }));
+    (core, shards)
+}
+
+/// A point of tokio's millisecond grid at or before `now`, found by asking when a reset
+/// completes at once: tokio completes a `Sleep` reset to `t` at once when `t`, rounded up
+/// to its grid, is no later than the last millisecond it has processed. That makes the
+/// latest such `t` a grid point. About fifty resets, once per timer; `None` (keep `now`)
+/// if tokio does not behave so.
+fn grid_origin(mut sleep: Pin<&mut Sleep>, now: Instant) -> Option<Instant> {
+    let mut fires = |at: Instant| {
+        sleep.as_mut().reset(at);
+        sleep.is_elapsed()
+    };
+    const NS: Duration = Duration::from_nanos(1);
+    if fires(now) {
+        return Some(now);
+    }
+    // Below `hi` nothing fired yet; find a point that does, then narrow to one nanosecond.
+    let (mut lo, mut hi) = (None, now);
+    let mut step = Duration::from_millis(1);
+    while lo.is_none() {
+        let at = hi.checked_sub(step)?;
+        if fires(at) {
+            lo = Some(at);
+        } else {
+            hi = at;
+            step = step.checked_mul(2)?;
+            if step > Duration::from_secs(3600) {
+                return None;
+            }
+        }
+    }
+    let mut lo = lo?;
+    while hi - lo > NS {
+        let mid = lo + (hi - lo) / 2;
+        if fires(mid) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    // A grid point fires and the next nanosecond does not, unless tokio moved meanwhile.
+    (fires(lo) && !fires(lo + NS)).then_some(lo)
+}
+
+/// The driver's alarm on a tokio runtime.
+pub(crate) struct TokioAlarm {
+    sleep: Pin<Box<Sleep>>,
+    /// Our waker, that tokio's timer wakes.
+    hook: Waker,
+    runtime: Id,
+    armed: u64,
+    relay: Arc<Relay>,
+}
+
+impl Alarm for TokioAlarm {
+    fn in_context(&self) -> bool {
+        Handle::try_current().is_ok_and(|handle| handle.id() == self.runtime)
+    }
+
+    fn relay(&self) {
+        self.relay.asked.store(true, Ordering::Release);
+        self.relay.wake();
+    }
+
+    fn armed(&self) -> u64 {
+        self.armed
+    }
+
+    fn rearm(&mut self, clock: &Clock, tick: u64) {
+        if self.sleep.is_elapsed() {
+            return; // it went off: its wake is on its way and re-arms for everything
+        }
+        // The hook stays registered through a reset; a deadline tokio has passed completes
+        // at once and wakes the hook, which turns (in context) or relays.
+        self.sleep.as_mut().reset(clock.instant_at(tick));
+        self.armed = tick;
+    }
+
+    fn arm(&mut self, clock: &Clock, tick: Option<u64>) -> Armed {
+        let at = match tick {
+            Some(tick) => clock.instant_at(tick),
+            None => deadline_after(clock.now(), FAR),
+        };
+        self.sleep.as_mut().reset(at);
+        if self.sleep.is_elapsed() {
+            // Completed at once: due by tokio's clock already, or the runtime is going.
+            return if self.shutting_down() {
+                Armed::ShutDown
+            } else {
+                Armed::Due
+            };
+        }
+        let mut cx = Context::from_waker(&self.hook);
+        // Outside tokio's cooperative budget: a spent budget would wake the hook at once
+        // instead of registering it.
+        let polled = quietly(|| {
+            let mut sleep = std::pin::pin!(tokio::task::unconstrained(self.sleep.as_mut()));
+            sleep.as_mut().poll(&mut cx)
+        });
+        match polled {
+            Some(Poll::Pending) => {
+                self.armed = tick.unwrap_or(u64::MAX);
+                Armed::Waiting
+            }
+            Some(Poll::Ready(())) => Armed::Due,
+            // tokio panics when a `Sleep` is polled on a runtime that has shut down.
+            None => Armed::ShutDown,
+        }
+    }
+
+    fn shutting_down(&mut self) -> bool {
+        // Only a shut-down runtime completes a `Sleep` thirty years away at once.
+        self.sleep
+            .as_mut()
+            .reset(deadline_after(Instant::now(), FAR));
+        self.armed = u64::MAX;
+        self.sleep.is_elapsed()
+    }
+}
+
+impl Drop for TokioAlarm {
+    fn drop(&mut self) {
+        // The helper task ends once it finds the core gone.
+        self.relay.wake();
+    }
+}
+
+/// The waker tokio's timer wakes: the alarm went off.
+struct Hook(Weak<Core>);
+
+impl Wake for Hook {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        if let Some(core) = self.0.upgrade() {
+            core.alarm_went_off();
+        }
+    }
+}
+
+/// How a token holder outside the runtime's context hands it the firing.
+#[derive(Default)]
+struct Relay {
+    asked: AtomicBool,
+    helper: Mutex<Option<Waker>>,
+}
+
+impl Relay {
+    fn wake(&self) {
+        let waker = self
+            .helper
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+}
+
+/// A task on the runtime: fires the alarm when asked from outside the runtime's
+/// context, and tells the core when the runtime shuts down (tokio drops every task).
+struct Helper {
+    core: Weak<Core>,
+    relay: Arc<Relay>,
+    runtime: Id,
+}
+
+impl Future for Helper {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let Some(core) = self.core.upgrade() else {
+            return Poll::Ready(());
+        };
+        {
+            let mut helper = self
+                .relay
+                .helper
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if !helper.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                *helper = Some(cx.waker().clone());
+            }
+        }
+        if self.relay.asked.swap(false, Ordering::AcqRel) {
+            core.alarm_went_off();
+        }
+        Poll::Pending
+    }
+}
+
+impl Drop for Helper {
+    fn drop(&mut self) {
+        if let Some(core) = self.core.upgrade() {
+            let in_runtime = Handle::try_current().is_ok_and(|h| h.id() == self.runtime);
+            core.runtime_gone(in_runtime.then(Instant::now));
+        }
+    }
+}
+
+/// Whether `handle`'s runtime has its time driver enabled. tokio offers no query, and
+/// making a `Sleep` without one panics, so this makes one and catches the panic, quietly
+/// (see [`quietly`]). Results are remembered for the last few runtimes asked about.
+///
+/// Under `panic = "abort"` nothing can be caught: time is taken to be enabled, and a
+/// runtime without it aborts the process with tokio's own message on the first timer,
+/// exactly as `tokio::time::sleep` does there.
+pub(crate) fn time_enabled(handle: &Handle) -> bool {
+    static KNOWN: Mutex<Vec<(Id, bool)>> = Mutex::new(Vec::new());
+    const REMEMBERED: usize = 64;
+    if cfg!(panic = "abort") {
+        return true;
+    }
+    let id = handle.id();
+    let known = |list: &Vec<(Id, bool)>| list.iter().find(|(k, _)| *k == id).map(|(_, v)| *v);
+    if let Some(enabled) = known(&KNOWN.lock().unwrap_or_else(PoisonError::into_inner)) {
+        return enabled;
+    }
+    let _enter = handle.enter();
+    let enabled = quietly(|| drop(tokio::time::sleep(Duration::ZERO))).is_some();
+    let mut list = KNOWN.lock().unwrap_or_else(PoisonError::into_inner);
+    if list.len() == REMEMBERED {
+        list.remove(0);
+    }
+    list.push((id, enabled));
+    enabled
+}
+
+thread_local! {
+    static QUIET: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f`, catching a panic (`None`) without printing it or running the panic hook:
+/// the first call installs a hook that passes every panic on to the hook that was in
+/// place, except one raised inside `quietly` on the same thread. Used where tokio can
+/// only be asked by provoking its panic. Nothing is caught under `panic = "abort"`, nor
+/// while this thread is already panicking (a second panic would abort): `f` is not run
+/// then, and the answer is `None`.
+fn quietly<T>(f: impl FnOnce() -> T) -> Option<T> {
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    if cfg!(panic = "abort") {
+        return Some(f());
+    }
+    if std::thread::panicking() {
+        return None;
+    }
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !QUIET.with(std::cell::Cell::get) {
+                previous(info);
+            }
+        }));
+    });
+    QUIET.with(|quiet| quiet.set(true));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    QUIET.with(|quiet| quiet.set(false));
+    result.ok()
+}

@@ -1,0 +1,34 @@
+//! The locks and atomics of the driver's protocols: loom's under `--cfg tickless_loom`
+//! (so the loom tests explore every interleaving of the real code), std's otherwise.
+
+#[cfg(tickless_loom)]
+pub(crate) use loom::sync::{
+    atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering},
+    Condvar, Mutex, MutexGuard,
+};
+#[cfg(not(tickless_loom))]
+pub(crate) use std::sync::{
+    atomic::{AtomicU64, AtomicU8, Ordering},
+    Condvar, Mutex, MutexGuard,
+};
+
+#[cfg(tickless_loom)]
+pub(crate) type ThreadId = loom::thread::ThreadId;
+#[cfg(not(tickless_loom))]
+pub(crate) type ThreadId = std::thread::ThreadId;
+
+/// The calling thread's id.
+pub(crate) fn thread_id() -> ThreadId {
+    #[cfg(tickless_loom)]
+    return loom::thread::current().id();
+    #[cfg(not(tickless_loom))]
+    return std::thread::current().id();
+}
+
+/// Locks `mutex`, ignoring poison: no user code runs while the driver's locks are held
+/// (see the ground rules in `driver`), so a poisoned lock still guards consistent state.
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
