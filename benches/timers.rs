@@ -17,7 +17,9 @@ use std::time::{Duration, Instant};
 #[path = "../examples/support/mod.rs"]
 mod support;
 
-use support::workloads::{in_task, register_cancel, spread_over_tasks, timeout_churn, AHEAD};
+use support::workloads::{
+    in_task, register_cancel, shared_timer, spread_over_tasks, timeout_churn, AHEAD,
+};
 use support::Peer;
 
 fn current_thread() -> tokio::runtime::Runtime {
@@ -32,13 +34,15 @@ fn register_cancel_bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("W1 register+cancel");
     let runtime = current_thread();
     for peer in Peer::SLEEPS {
+        let timer = runtime.block_on(async { shared_timer(peer) });
         group.bench_function(BenchmarkId::from_parameter(peer.name()), |b| {
             b.iter_custom(|iters| {
+                let timer = timer.clone();
                 in_task(
                     &runtime,
                     poll_fn(move |cx| {
                         let start = Instant::now();
-                        register_cancel(peer, iters as u32, cx);
+                        register_cancel(peer, timer.as_ref(), iters as u32, cx);
                         Poll::Ready(start.elapsed())
                     }),
                 )
@@ -53,11 +57,13 @@ fn timeout_churn_bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("W1t timeout churn");
     let runtime = current_thread();
     for peer in Peer::SLEEPS {
+        let timer = runtime.block_on(async { shared_timer(peer) });
         group.bench_function(BenchmarkId::from_parameter(peer.name()), |b| {
             b.iter_custom(|iters| {
+                let timer = timer.clone();
                 in_task(&runtime, async move {
                     let start = Instant::now();
-                    timeout_churn(peer, iters as u32).await;
+                    timeout_churn(peer, timer.as_ref(), iters as u32).await;
                     start.elapsed()
                 })
             })
@@ -76,12 +82,13 @@ fn multi_thread_churn_bench(c: &mut Criterion) {
         .build()
         .unwrap();
     for peer in Peer::SLEEPS {
+        let timer = runtime.block_on(async { shared_timer(peer) });
         group.bench_function(BenchmarkId::from_parameter(peer.name()), |b| {
             b.iter_custom(|iters| {
                 let per_task = (iters / TASKS).max(1) as u32;
                 let elapsed = runtime.block_on(async {
                     let start = Instant::now();
-                    spread_over_tasks(peer, TASKS as u32, per_task).await;
+                    spread_over_tasks(peer, timer.as_ref(), TASKS as u32, per_task).await;
                     start.elapsed()
                 });
                 // Scaled to `iters` operations, as criterion expects.

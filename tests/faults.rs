@@ -361,3 +361,230 @@ async fn compact_shrinks_storage_and_keeps_keys_valid() {
     assert_eq!(queue.next().await.unwrap().into_inner(), 4);
     assert!(queue.next().await.is_none());
 }
+
+// ---- The fault-injection matrix -------------------------------------------------------
+//
+// A faulty waker at every place tickless clones, wakes or drops a stored waker; after each
+// fault the same invariants are checked with a few witness timers: each fires once, never
+// early; the counters add up; the driver still fires a new timer.
+
+/// Timers registered before a fault, with counting wakers, at 1, 2 and 3 ms from `start`.
+struct Witnesses {
+    start: Instant,
+    sleeps: Vec<(tickless::Sleep, Arc<Counter>)>,
+}
+
+impl Witnesses {
+    fn new(timer: &Timer) -> Witnesses {
+        let start = timer.now();
+        let sleeps = (1..=3)
+            .map(|ms| {
+                let counter = Counter::new();
+                let mut sleep = timer.sleep(ms * MS);
+                assert!(poll_with(&mut sleep, &Waker::from(counter.clone())).is_pending());
+                (sleep, counter)
+            })
+            .collect();
+        Witnesses { start, sleeps }
+    }
+
+    /// Advances a manual `timer` millisecond by millisecond to 3 ms past `start` (from
+    /// wherever the test left it): each witness is woken once, exactly when its deadline
+    /// has come.
+    fn check(mut self, timer: &Timer, what: &str) {
+        for step in 1..=3_u32 {
+            let target = self.start + step * MS;
+            if timer.now() < target {
+                timer.advance_to(target);
+            }
+            let now = timer.now();
+            for (i, (sleep, counter)) in self.sleeps.iter().enumerate() {
+                let due = self.start + (i as u32 + 1) * MS <= now;
+                assert_eq!(
+                    counter.count(),
+                    usize::from(due),
+                    "{what}: witness {i} at {step} ms"
+                );
+                assert_eq!(sleep.is_elapsed(), due, "{what}: witness {i} at {step} ms");
+            }
+        }
+        for (sleep, _) in &mut self.sleeps {
+            assert!(poll_once(sleep).is_ready());
+        }
+        drop(self.sleeps);
+        // The driver lives: a new timer fires.
+        let counter = Counter::new();
+        let mut fresh = timer.sleep(MS);
+        assert!(poll_with(&mut fresh, &Waker::from(counter.clone())).is_pending());
+        timer.advance(MS);
+        assert_eq!(counter.count(), 1, "{what}: the driver stopped firing");
+        assert!(poll_once(&mut fresh).is_ready());
+        drop(fresh);
+        assert_eq!(
+            timer.stats().registered,
+            0,
+            "{what}: an entry was left behind"
+        );
+    }
+}
+
+#[test]
+fn a_waker_panicking_when_the_driver_fires_it_is_counted_and_nothing_else_changes() {
+    let timer = manual();
+    let bad = faulty_waker(Fault::Wake);
+    let witnesses = Witnesses::new(&timer);
+    let mut doomed = registered_with(&timer, MS, &bad);
+    timer.advance(MS);
+    assert_eq!((bad.wakes(), timer.stats().waker_panics), (1, 1));
+    assert!(
+        poll_once(&mut doomed).is_ready(),
+        "fired, its panic notwithstanding"
+    );
+    drop(doomed);
+    witnesses.check(&timer, "panic on wake by the driver");
+}
+
+#[test]
+fn a_waker_panicking_when_a_reset_fires_it_is_counted_and_the_sleep_completes() {
+    let timer = manual();
+    let bad = faulty_waker(Fault::Wake);
+    let witnesses = Witnesses::new(&timer);
+    let mut doomed = registered_with(&timer, HOUR, &bad);
+    assert!(
+        !panicked(|| Pin::new(&mut doomed).reset(timer.now())),
+        "caught"
+    );
+    assert_eq!(timer.stats().waker_panics, 1);
+    assert!(doomed.is_elapsed());
+    assert!(poll_once(&mut doomed).is_ready());
+    drop(doomed);
+    witnesses.check(&timer, "panic on wake by a reset");
+}
+
+#[test]
+fn a_waker_panicking_on_clone_leaves_the_sleep_as_it_was() {
+    let timer = manual();
+    let bad = faulty_waker(Fault::Clone);
+    let witnesses = Witnesses::new(&timer);
+    // First poll: the clone panics before anything is registered.
+    let mut first = timer.sleep(2 * MS);
+    assert!(panicked(|| {
+        let _ = poll_with(&mut first, bad.waker());
+    }));
+    assert_eq!(
+        timer.stats().registered,
+        3,
+        "nothing registered for the panicking poll"
+    );
+    let counter = Counter::new();
+    assert!(poll_with(&mut first, &Waker::from(counter.clone())).is_pending());
+    // A later poll with the faulty waker: the stored waker stays the old one.
+    assert!(panicked(|| {
+        let _ = poll_with(&mut first, bad.waker());
+    }));
+    timer.advance(2 * MS);
+    assert_eq!(
+        counter.count(),
+        1,
+        "the waker stored before the panic was woken"
+    );
+    assert!(poll_once(&mut first).is_ready());
+    drop(first);
+    witnesses.check(&timer, "panic on clone");
+}
+
+#[test]
+fn a_waker_panicking_on_drop_is_counted_wherever_tickless_drops_it() {
+    let timer = manual();
+    let witnesses = Witnesses::new(&timer);
+    let bad = faulty_waker(Fault::Drop);
+    // Dropped when the sleep is cancelled.
+    let doomed = registered_with(&timer, HOUR, &bad);
+    assert!(!panicked(|| drop(doomed)), "caught on cancel");
+    // Dropped when another poll replaces it.
+    let mut replaced = registered_with(&timer, HOUR, &bad);
+    assert!(
+        !panicked(|| {
+            let _ = poll_once(&mut replaced);
+        }),
+        "caught on replace"
+    );
+    drop(replaced);
+    // Dropped when a registration finds its deadline already passed.
+    let mut past = timer.sleep_until(timer.now());
+    timer.advance(Duration::from_nanos(1));
+    Pin::new(&mut past).reset(timer.now() - Duration::from_nanos(1));
+    assert_eq!(timer.stats().waker_panics, 2);
+    drop(past);
+    witnesses.check(&timer, "panic on drop");
+}
+
+#[test]
+fn an_inner_future_panicking_inside_a_timeout_leaves_no_entry() {
+    let timer = manual();
+    let witnesses = Witnesses::new(&timer);
+    let mut timeout = timer.timeout(
+        HOUR,
+        futures::future::poll_fn(|cx| {
+            cx.waker().wake_by_ref();
+            Poll::<()>::Pending
+        }),
+    );
+    assert!(poll_once(&mut Pin::new(&mut timeout)).is_pending());
+    assert_eq!(timer.stats().registered, 4);
+    let exploding = timer.timeout(HOUR, async {
+        panic!("the inner future panicked (injected)")
+    });
+    assert!(panicked(|| {
+        let _ = futures::executor::block_on(exploding);
+    }));
+    drop(timeout);
+    witnesses.check(&timer, "an inner future's panic");
+}
+
+struct PanickingAdvance(Timer);
+
+impl std::task::Wake for PanickingAdvance {
+    fn wake(self: Arc<Self>) {
+        self.0.advance(MS);
+        panic!("a waker panicked after advancing (injected)");
+    }
+}
+
+#[test]
+fn a_waker_that_advances_then_panics_is_counted_and_its_advance_stands() {
+    let timer = manual();
+    let witnesses = Witnesses::new(&timer);
+    let mut first = timer.sleep(MS);
+    let waker = Waker::from(Arc::new(PanickingAdvance(timer.clone())));
+    assert!(poll_with(&mut first, &waker).is_pending());
+    assert!(!panicked(|| timer.advance(MS)));
+    assert_eq!(timer.stats().waker_panics, 1);
+    assert_eq!(
+        timer.now() - witnesses.start,
+        2 * MS,
+        "both advances counted"
+    );
+    drop(first);
+    witnesses.check(&timer, "advance then panic in a waker");
+}
+
+/// Faults on a tokio-driven timer: a panicking waker in tokio's timer pass does not stop
+/// the pass or tickless.
+#[tokio::test(start_paused = true)]
+async fn a_panicking_waker_inside_tokios_timer_pass_is_counted_and_the_pass_goes_on() {
+    let timer = Timer::new();
+    let bad = faulty_waker(Fault::Wake);
+    let mut doomed = registered_with(&timer, MS, &bad);
+    let on_time = tokio::spawn({
+        let timer = timer.clone();
+        async move { timer.sleep(MS).await }
+    });
+    let tokio_own = tokio::spawn(tokio::time::sleep(MS));
+    tokio::time::sleep(MS).await;
+    assert_eq!((bad.wakes(), timer.stats().waker_panics), (1, 1));
+    on_time.await.unwrap();
+    tokio_own.await.unwrap();
+    assert!(poll_once(&mut doomed).is_ready());
+    timer.sleep(MS).await;
+}

@@ -8,7 +8,8 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 /// The timers compared. `TicklessTimer` is tickless through an explicit `Timer` handle
-/// (`timer.sleep(d)`), which skips looking up the current timer.
+/// (`timer.sleep(d)`): one `Timer::new()` per workload, cloned into every task, as an
+/// application shares one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Peer {
     Tickless,

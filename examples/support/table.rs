@@ -1,5 +1,5 @@
-//! Samples per implementation, printed as Markdown tables, and the targets of issue 4
-//! checked against the medians.
+//! Samples per implementation, printed as Markdown tables, and the issues' targets checked
+//! against the medians.
 
 use super::median;
 
@@ -91,6 +91,8 @@ pub fn fmt(value: f64) -> String {
 
 /// One target: what it says, the measured figure, and whether it is met.
 pub struct Target {
+    /// The issue that set it.
+    pub issue: u32,
     pub what: &'static str,
     pub measured: String,
     pub met: bool,
@@ -98,12 +100,15 @@ pub struct Target {
 
 /// Prints the targets as a Markdown table and how many are met.
 pub fn print_targets(targets: &[Target]) {
-    println!("\n### Targets (issue 4)\n");
-    println!("| target | measured | met |");
-    println!("|---|---|---|");
+    println!("\n### Targets\n");
+    println!("| issue | target | measured | met |");
+    println!("|---|---|---|---|");
     for target in targets {
         let met = if target.met { "yes" } else { "**no**" };
-        println!("| {} | {} | {met} |", target.what, target.measured);
+        println!(
+            "| {} | {} | {} | {met} |",
+            target.issue, target.what, target.measured
+        );
     }
     let met = targets.iter().filter(|target| target.met).count();
     println!("\n{met} of {} targets met.", targets.len());

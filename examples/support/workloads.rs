@@ -22,8 +22,14 @@ pub fn in_task<T: Send + 'static>(
 /// How far ahead the churn workloads' timers are: they never fire.
 pub const AHEAD: Duration = Duration::from_secs(10);
 
+/// The timer `Peer::TicklessTimer` uses: one `Timer::new()` per workload, made in the
+/// workload's runtime and cloned into each of its tasks, as an application shares one.
+pub fn shared_timer(peer: Peer) -> Option<tickless::Timer> {
+    (peer == Peer::TicklessTimer).then(tickless::Timer::new)
+}
+
 /// W1's body: `n` times, create a sleep `AHEAD`, poll it once with `cx`, drop it.
-pub fn register_cancel(peer: Peer, n: u32, cx: &mut Context<'_>) {
+pub fn register_cancel(peer: Peer, timer: Option<&tickless::Timer>, n: u32, cx: &mut Context<'_>) {
     fn each<F: Future>(n: u32, cx: &mut Context<'_>, make: impl Fn() -> F) {
         for _ in 0..n {
             let mut sleep = pin!(make());
@@ -33,7 +39,7 @@ pub fn register_cancel(peer: Peer, n: u32, cx: &mut Context<'_>) {
     match peer {
         Peer::Tickless => each(n, cx, || tickless::sleep(AHEAD)),
         Peer::TicklessTimer => {
-            let timer = tickless::Timer::current();
+            let timer = timer.expect("the workload's shared timer");
             each(n, cx, || timer.sleep(AHEAD))
         }
         Peer::Tokio => each(n, cx, || tokio::time::sleep(AHEAD)),
@@ -72,7 +78,7 @@ impl<F: Future + Unpin, T: Future + Unpin> Future for Race<F, T> {
 }
 
 /// W1t's body: `n` timeouts `AHEAD` over a future that yields once.
-pub async fn timeout_churn(peer: Peer, n: u32) {
+pub async fn timeout_churn(peer: Peer, timer: Option<&tickless::Timer>, n: u32) {
     async fn each<F: Future>(n: u32, make: impl Fn() -> F) {
         for _ in 0..n {
             black_box(make().await);
@@ -81,7 +87,7 @@ pub async fn timeout_churn(peer: Peer, n: u32) {
     match peer {
         Peer::Tickless => each(n, || tickless::timeout(AHEAD, YieldOnce::default())).await,
         Peer::TicklessTimer => {
-            let timer = tickless::Timer::current();
+            let timer = timer.expect("the workload's shared timer");
             each(n, || timer.timeout(AHEAD, YieldOnce::default())).await
         }
         Peer::Tokio => each(n, || tokio::time::timeout(AHEAD, YieldOnce::default())).await,
@@ -101,12 +107,18 @@ pub async fn timeout_churn(peer: Peer, n: u32) {
 }
 
 /// W4's body: `tasks` tasks spawned on the current runtime, each doing `per_task` of W1 in
-/// one poll; returns when all are done.
-pub async fn spread_over_tasks(peer: Peer, tasks: u32, per_task: u32) {
+/// one poll; returns when all are done. `TicklessTimer` tasks share `timer`.
+pub async fn spread_over_tasks(
+    peer: Peer,
+    timer: Option<&tickless::Timer>,
+    tasks: u32,
+    per_task: u32,
+) {
     let handles: Vec<_> = (0..tasks)
         .map(|_| {
+            let timer = timer.cloned();
             tokio::spawn(std::future::poll_fn(move |cx| {
-                register_cancel(peer, per_task, cx);
+                register_cancel(peer, timer.as_ref(), per_task, cx);
                 Poll::Ready(())
             }))
         })

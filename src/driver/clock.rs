@@ -128,8 +128,9 @@ impl Clock {
         }
     }
 
-    /// Signed nanoseconds from the origin to `instant`, shifted (see the module docs).
-    fn nanos(&self, instant: Instant) -> i128 {
+    /// Signed nanoseconds from the origin to `instant`, shifted (see the module docs): the
+    /// timer's own timeline, which stays continuous when the clock's source changes.
+    pub(crate) fn nanos(&self, instant: Instant) -> i128 {
         let since = match instant.checked_duration_since(self.origin) {
             Some(since) => since.as_nanos() as i128,
             None => -(self.origin.duration_since(instant).as_nanos() as i128),
@@ -137,8 +138,22 @@ impl Clock {
         since + i128::from(self.shift_nanos.load(Ordering::Acquire))
     }
 
+    /// The current time on the timer's own timeline (see [`nanos`](Self::nanos)).
+    pub(crate) fn now_nanos(&self) -> i128 {
+        match self.source() {
+            2 => i128::from(self.manual_nanos.load(Ordering::Acquire)),
+            _ => self.nanos(self.now()),
+        }
+    }
+
+    /// The tick at which the time `nanos` on the timer's timeline has certainly passed:
+    /// rounded up. The one conversion of a deadline to a tick.
+    pub(crate) fn nanos_tick(&self, nanos: i128) -> u64 {
+        ticks(nanos, self.tick_nanos, Rounding::Up)
+    }
+
     /// The instant `nanos` (shifted) nanoseconds from the origin, saturated.
-    fn instant_at_nanos(&self, nanos: i128) -> Instant {
+    pub(crate) fn instant_at_nanos(&self, nanos: i128) -> Instant {
         let unshifted = nanos - i128::from(self.shift_nanos.load(Ordering::Acquire));
         let magnitude = unshifted.unsigned_abs();
         let secs = u64::try_from(magnitude / NANOS_PER_SEC).unwrap_or(u64::MAX);
@@ -203,11 +218,6 @@ impl Clock {
         self.seen_tick.fetch_max(tick, Ordering::AcqRel);
     }
 
-    /// The tick at which `deadline` has certainly passed: rounded up.
-    pub(crate) fn deadline_tick(&self, deadline: Instant) -> u64 {
-        ticks(self.nanos(deadline), self.tick_nanos, Rounding::Up)
-    }
-
     /// The current tick: rounded down.
     pub(crate) fn now_tick(&self) -> u64 {
         match self.source() {
@@ -237,12 +247,6 @@ impl Clock {
     /// The instant `offset` nanoseconds from the origin.
     pub(crate) fn instant_at_offset(&self, offset: i64) -> Instant {
         self.instant_at_nanos(i128::from(offset))
-    }
-
-    /// The tick at which the instant at `offset` has certainly passed: rounded up, as
-    /// [`deadline_tick`](Self::deadline_tick).
-    pub(crate) fn offset_tick(&self, offset: i64) -> u64 {
-        u64::try_from(offset).map_or(0, |nanos| div_tick(nanos, self.tick_nanos, Rounding::Up))
     }
 
     /// The instant at which `tick` begins, saturated to a far future.
@@ -346,7 +350,7 @@ mod tests {
         let clock = Clock::new(Duration::from_micros(700), Source::Tokio);
         for offset in [0, 1, 699_999, 700_000, 700_001, 123_456_789] {
             let deadline = clock.origin + Duration::from_nanos(offset);
-            let tick = clock.deadline_tick(deadline);
+            let tick = clock.nanos_tick(clock.nanos(deadline));
             assert!(clock.instant_at(tick) >= deadline, "offset {offset}");
             assert!(tick == 0 || clock.instant_at(tick - 1) < deadline);
         }
@@ -383,11 +387,14 @@ mod tests {
             let later = origin + Duration::from_nanos(nanos);
             assert_eq!(clock.offset(later), nanos as i64);
             assert_eq!(clock.instant_at_offset(nanos as i64), later);
-            assert_eq!(clock.offset_tick(nanos as i64), clock.deadline_tick(later));
+            assert_eq!(
+                clock.nanos_tick(i128::from(clock.offset(later))),
+                nanos.div_ceil(MS)
+            );
             if let Some(earlier) = origin.checked_sub(Duration::from_nanos(nanos)) {
                 assert_eq!(clock.offset(earlier), -(nanos as i64));
                 assert_eq!(clock.instant_at_offset(-(nanos as i64)), earlier);
-                assert_eq!(clock.offset_tick(-(nanos as i64)), 0);
+                assert_eq!(clock.nanos_tick(-i128::from(nanos)), 0);
             }
         }
         let far = deadline_after(origin, Duration::MAX);
@@ -416,11 +423,7 @@ mod tests {
         let now = clock.now();
         assert!(now <= real_now());
         let in_300 = now + Duration::from_millis(300);
-        assert_eq!(
-            clock.deadline_tick(in_300),
-            clock.offset_tick(clock.offset(in_300))
-        );
-        let wait = clock.instant_at(clock.deadline_tick(in_300)) - now;
+        let wait = clock.instant_at(clock.nanos_tick(clock.nanos(in_300))) - now;
         assert!(wait >= Duration::from_millis(300), "{wait:?}");
         assert!(wait <= Duration::from_millis(302), "{wait:?}");
         // Without a reading of the runtime's clock, the latest tick a turn saw stands in.

@@ -304,30 +304,41 @@ thread_local! {
     static QUIET: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// Runs `f`, catching a panic (`None`) without printing it or running the panic hook:
-/// the first call installs a hook that passes every panic on to the hook that was in
-/// place, except one raised inside `quietly` on the same thread. Used where tokio can
-/// only be asked by provoking its panic. Nothing is caught under `panic = "abort"`, nor
-/// while this thread is already panicking (a second panic would abort): `f` is not run
-/// then, and the answer is `None`.
+/// The panic hook as `std::panic::take_hook` hands it out.
+type PanicHook = Box<dyn Fn(&std::panic::PanicHookInfo<'_>) + Sync + Send + 'static>;
+
+/// Runs `f`, catching a panic (`None`) without printing it or running the panic hook: for
+/// the duration of the call, the hook in place is wrapped in one that passes on every
+/// panic except one raised inside `quietly` on this thread, and put back afterwards.
+/// Calls are serialised, so they never wrap each other. Used where tokio can only be asked
+/// by provoking its panic. Nothing is caught under `panic = "abort"`, nor while this
+/// thread is already panicking (a second panic would abort): `f` is not run then, and the
+/// answer is `None`.
 fn quietly<T>(f: impl FnOnce() -> T) -> Option<T> {
-    static HOOK: std::sync::Once = std::sync::Once::new();
+    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
     if cfg!(panic = "abort") {
         return Some(f());
     }
     if std::thread::panicking() {
         return None;
     }
-    HOOK.call_once(|| {
-        let previous = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            if !QUIET.with(std::cell::Cell::get) {
-                previous(info);
-            }
-        }));
-    });
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
+    let previous: Arc<PanicHook> = Arc::new(std::panic::take_hook());
+    let passed_on = previous.clone();
+    std::panic::set_hook(Box::new(move |info| {
+        if !QUIET.with(std::cell::Cell::get) {
+            passed_on(info);
+        }
+    }));
     QUIET.with(|quiet| quiet.set(true));
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
     QUIET.with(|quiet| quiet.set(false));
+    // Dropping ours releases its reference to the previous hook, which goes back as it
+    // was (`take_hook` waits for panics running it elsewhere to finish).
+    drop(std::panic::take_hook());
+    match Arc::try_unwrap(previous) {
+        Ok(previous) => std::panic::set_hook(previous),
+        Err(previous) => std::panic::set_hook(Box::new(move |info| previous(info))),
+    }
     result.ok()
 }

@@ -1,7 +1,7 @@
 //! [`DelayQueue`]: values that come back out once their deadline has passed, on the one
 //! timing wheel; with its [`Key`] and [`Expired`] types (tokio-util's `time::delay_queue`).
 
-use crate::driver::clock::{deadline_after, Clock};
+use crate::driver::clock::Clock;
 use crate::driver::registration::{Registration, IDLE};
 use crate::wheel::{Placed, Wheel};
 use crate::Timer;
@@ -80,7 +80,10 @@ impl<T> Expired<T> {
 /// What the wheel holds for each item.
 struct Slot<T> {
     data: T,
-    deadline: Instant,
+    /// Nanoseconds on the timer's own timeline (see
+    /// [`Clock::nanos`](crate::driver::clock::Clock::nanos)), so that a deadline stays
+    /// right when the timer's clock is handed over from a runtime that shut down.
+    deadline: i128,
     generation: u64,
 }
 
@@ -156,11 +159,17 @@ impl<T> DelayQueue<T> {
 
     /// Inserts `value`, to expire `timeout` from now. Any duration is accepted.
     pub fn insert(&mut self, value: T, timeout: Duration) -> Key {
-        self.insert_at(value, deadline_after(self.clock().now(), timeout))
+        let deadline = self.clock().now_nanos() + timeout.as_nanos() as i128;
+        self.insert_nanos(value, deadline)
     }
 
     /// Inserts `value`, to expire at `deadline`. A past deadline expires on the next poll.
     pub fn insert_at(&mut self, value: T, deadline: Instant) -> Key {
+        let deadline = self.clock().nanos(deadline);
+        self.insert_nanos(value, deadline)
+    }
+
+    fn insert_nanos(&mut self, value: T, deadline: i128) -> Key {
         let generation = self.next_generation;
         self.next_generation += 1;
         let slot = Slot {
@@ -168,11 +177,18 @@ impl<T> DelayQueue<T> {
             deadline,
             generation,
         };
-        let (index, placed) = self
-            .wheel
-            .insert(self.clock().deadline_tick(deadline), slot);
+        let (index, placed) = self.wheel.insert(self.clock().nanos_tick(deadline), slot);
         self.rearm_if_earlier(placed);
         Key { index, generation }
+    }
+
+    /// An item handed out: its deadline as an `Instant` again.
+    fn expired(&self, slot: Slot<T>, key: Key) -> Expired<T> {
+        Expired {
+            deadline: self.clock().instant_at_nanos(slot.deadline),
+            data: slot.data,
+            key,
+        }
     }
 
     /// Removes the item of `key`, if the key is current. A task waiting in
@@ -183,11 +199,7 @@ impl<T> DelayQueue<T> {
         let slot = self.wheel.try_remove(index)?;
         self.forget_move(slot.generation);
         self.wake_if_empty();
-        Some(Expired {
-            data: slot.data,
-            deadline: slot.deadline,
-            key: *key,
-        })
+        Some(self.expired(slot, *key))
     }
 
     /// Removes the item of `key`.
@@ -210,7 +222,8 @@ impl<T> DelayQueue<T> {
     /// If the key is stale.
     #[track_caller]
     pub fn reset(&mut self, key: &Key, timeout: Duration) {
-        self.reset_at(key, deadline_after(self.clock().now(), timeout));
+        let deadline = self.clock().now_nanos() + timeout.as_nanos() as i128;
+        self.reset_nanos(key, deadline);
     }
 
     /// Gives the item of `key` a new deadline.
@@ -220,10 +233,16 @@ impl<T> DelayQueue<T> {
     /// If the key is stale.
     #[track_caller]
     pub fn reset_at(&mut self, key: &Key, deadline: Instant) {
+        let deadline = self.clock().nanos(deadline);
+        self.reset_nanos(key, deadline);
+    }
+
+    #[track_caller]
+    fn reset_nanos(&mut self, key: &Key, deadline: i128) {
         let Some(index) = self.index_of(key) else {
             panic!("{}", StaleKey(*key));
         };
-        let tick = self.clock().deadline_tick(deadline);
+        let tick = self.clock().nanos_tick(deadline);
         if let Some(slot) = self.wheel.get_mut(index) {
             slot.deadline = deadline;
         }
@@ -239,7 +258,7 @@ impl<T> DelayQueue<T> {
     #[track_caller]
     pub fn deadline(&self, key: &Key) -> Instant {
         match self.index_of(key).and_then(|index| self.wheel.get(index)) {
-            Some(slot) => slot.deadline,
+            Some(slot) => self.clock().instant_at_nanos(slot.deadline),
             None => panic!("{}", StaleKey(*key)),
         }
     }
@@ -267,11 +286,7 @@ impl<T> DelayQueue<T> {
                     index,
                     generation: slot.generation,
                 };
-                return Poll::Ready(Some(Expired {
-                    data: slot.data,
-                    deadline: slot.deadline,
-                    key,
-                }));
+                return Poll::Ready(Some(self.expired(slot, key)));
             }
             let Some(next_tick) = self.wheel.next_expiration() else {
                 // Every held item is handed out as soon as it is ready, so none is left.

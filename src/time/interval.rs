@@ -1,6 +1,5 @@
 //! `Interval`: ticks at a fixed period, with tokio's missed-tick behaviours.
 
-use crate::driver::clock::deadline_after;
 use crate::driver::registration::{Registration, ELAPSED, IDLE};
 use crate::driver::shard::Shard;
 use crate::Timer;
@@ -73,17 +72,14 @@ pub enum MissedTickBehavior {
 }
 
 impl MissedTickBehavior {
-    /// The next tick after one `scheduled` for then and observed at `now`.
-    fn next_tick(self, scheduled: Instant, now: Instant, period: Duration) -> Instant {
+    /// The next tick after one `scheduled` for then and observed at `now` (nanoseconds on
+    /// the timer's timeline; `period` in nanoseconds, positive). `i128` holds any sum of
+    /// these without overflow.
+    fn next_tick(self, scheduled: i128, now: i128, period: i128) -> i128 {
         match self {
-            Self::Burst => deadline_after(scheduled, period),
-            Self::Delay => deadline_after(now, period),
-            Self::Skip => {
-                let behind = (now - scheduled).as_nanos() % period.as_nanos();
-                // `behind < period`, which is a `Duration`, so this always fits.
-                let behind = Duration::from_nanos(behind as u64);
-                deadline_after(now, period - behind)
-            }
+            Self::Burst => scheduled + period,
+            Self::Delay => now + period,
+            Self::Skip => now + period - (now - scheduled).rem_euclid(period),
         }
     }
 }
@@ -95,14 +91,16 @@ impl MissedTickBehavior {
 /// was observed. An `Interval` is also a [`Stream`] of those instants.
 ///
 /// Unlike tokio's, an `Interval` is `Unpin` and allocates nothing, and its instants are
-/// exact to the nanosecond however far they lie (up to a million years, where they
-/// saturate).
+/// exact to the nanosecond however far they lie (up to a million years, where the
+/// `Instant`s it returns saturate).
 #[derive(Debug)]
 pub struct Interval {
     /// The timer entry for `next`, by tick.
     delay: Registration,
-    /// The instant the next tick is scheduled for.
-    next: Instant,
+    /// When the next tick is scheduled, in nanoseconds on the timer's own timeline (see
+    /// [`Clock::nanos`](crate::driver::clock::Clock::nanos)): it stays right when the
+    /// timer's clock is handed over from a runtime that shut down.
+    next: i128,
     period: Duration,
     missed_tick_behavior: MissedTickBehavior,
 }
@@ -110,8 +108,8 @@ pub struct Interval {
 impl Interval {
     pub(crate) fn new(shard: Arc<Shard>, start: Instant, period: Duration) -> Interval {
         Interval {
+            next: shard.core.clock.nanos(start),
             delay: Registration::new(shard, IDLE),
-            next: start,
             period,
             missed_tick_behavior: MissedTickBehavior::default(),
         }
@@ -137,24 +135,22 @@ impl Interval {
             // ticks completes at once without touching the wheel.
             IDLE => {
                 let clock = self.delay.clock();
-                if clock.now() < self.next {
-                    let tick = clock.deadline_tick(self.next);
+                if clock.now_nanos() < self.next {
+                    let tick = clock.nanos_tick(self.next);
                     ready!(self.delay.register(tick, Some(cx.waker())));
                 }
             }
             _ => ready!(self.delay.poll(cx.waker())),
         }
-        let scheduled = self.next;
-        let now = self.delay.clock().now();
-        let missed = scheduled
-            .checked_add(MISSED_AFTER)
-            .is_some_and(|late| now > late);
-        self.next = if missed {
-            self.missed_tick_behavior
-                .next_tick(scheduled, now, self.period)
+        let clock = self.delay.clock();
+        let (scheduled, now) = (self.next, clock.now_nanos());
+        let period = self.period.as_nanos() as i128;
+        self.next = if now > scheduled + MISSED_AFTER.as_nanos() as i128 {
+            self.missed_tick_behavior.next_tick(scheduled, now, period)
         } else {
-            deadline_after(scheduled, self.period)
+            scheduled + period
         };
+        let scheduled = clock.instant_at_nanos(scheduled);
         self.delay.set_state(IDLE);
         Poll::Ready(scheduled)
     }
@@ -166,23 +162,24 @@ impl Interval {
 
     /// Makes the next tick due now.
     pub fn reset_immediately(&mut self) {
-        let now = self.delay.clock().now();
-        self.reset_at(now);
+        self.reset_to(self.delay.clock().now_nanos());
     }
 
     /// Makes the next tick due `after` from now.
     pub fn reset_after(&mut self, after: Duration) {
-        let next = deadline_after(self.delay.clock().now(), after);
-        self.reset_at(next);
+        self.reset_to(self.delay.clock().now_nanos() + after.as_nanos() as i128);
     }
 
     /// Makes the next tick due at `deadline`.
     pub fn reset_at(&mut self, deadline: Instant) {
-        self.next = deadline;
+        self.reset_to(self.delay.clock().nanos(deadline));
+    }
+
+    fn reset_to(&mut self, next: i128) {
+        self.next = next;
         let clock = self.delay.clock();
-        let tick = clock.deadline_tick(deadline);
-        let due = self.delay.key().is_some() && deadline <= clock.now();
-        self.delay.reset(tick, due);
+        let due = self.delay.key().is_some() && next <= clock.now_nanos();
+        self.delay.reset(clock.nanos_tick(next), due);
     }
 
     /// The period.
@@ -213,30 +210,29 @@ impl Stream for Interval {
 mod tests {
     use super::*;
 
-    const MS: Duration = Duration::from_millis(1);
+    const MS: i128 = 1_000_000;
 
     #[test]
     fn next_tick_for_each_behaviour() {
-        let t0 = Instant::now();
-        let (scheduled, now, period) = (t0 + 10 * MS, t0 + 35 * MS, 10 * MS);
-        let next = |b: MissedTickBehavior| b.next_tick(scheduled, now, period) - t0;
+        let (scheduled, now, period) = (10 * MS, 35 * MS, 10 * MS);
+        let next = |b: MissedTickBehavior| b.next_tick(scheduled, now, period);
         assert_eq!(next(MissedTickBehavior::Burst), 20 * MS);
         assert_eq!(next(MissedTickBehavior::Delay), 45 * MS);
         assert_eq!(next(MissedTickBehavior::Skip), 40 * MS);
         // Exactly on a multiple: the next multiple.
-        let on_multiple = MissedTickBehavior::Skip.next_tick(scheduled, t0 + 40 * MS, period);
-        assert_eq!(on_multiple - t0, 50 * MS);
+        let on_multiple = MissedTickBehavior::Skip.next_tick(scheduled, 40 * MS, period);
+        assert_eq!(on_multiple, 50 * MS);
     }
 
     #[test]
-    fn huge_periods_saturate_instead_of_overflowing() {
-        let now = Instant::now();
+    fn huge_periods_do_not_overflow() {
+        let max = Duration::MAX.as_nanos() as i128;
         for behavior in [
             MissedTickBehavior::Burst,
             MissedTickBehavior::Delay,
             MissedTickBehavior::Skip,
         ] {
-            assert!(behavior.next_tick(now, now + 10 * MS, Duration::MAX) > now);
+            assert!(behavior.next_tick(max, max + 10 * MS, max) > max);
         }
     }
 }

@@ -150,7 +150,7 @@ impl Sleep {
         let this = self.get_mut();
         let clock = this.registration.clock();
         this.deadline = clock.offset(deadline);
-        let tick = clock.offset_tick(this.deadline);
+        let tick = clock.nanos_tick(i128::from(this.deadline));
         let due = this.registration.key().is_some() && this.deadline <= clock.now_offset();
         this.registration.reset(tick, due);
     }
@@ -173,7 +173,7 @@ impl Future for Sleep {
                 Poll::Ready(())
             }
             IDLE | FRESH => {
-                let tick = registration.clock().offset_tick(this.deadline);
+                let tick = registration.clock().nanos_tick(i128::from(this.deadline));
                 registration.register(tick, Some(cx.waker()))
             }
             _ => registration.poll(cx.waker()),

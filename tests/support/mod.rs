@@ -163,7 +163,10 @@ pub fn within<T: Send + 'static>(
     });
     match finished.recv_timeout(limit) {
         Ok(value) => value,
-        Err(_) => panic!("{what}: did not finish within {limit:?} (hang or spin)"),
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            panic!("{what}: did not finish within {limit:?} (hang or spin)")
+        }
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => panic!("{what}: panicked"),
     }
 }
 

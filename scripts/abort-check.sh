@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Checks what tickless does in a `panic = "abort"` build, where no panic can be caught
+# (see examples/panic_abort.rs): with time enabled it works; without, the first timer
+# aborts the process with tokio's own message, exactly as tokio::time::sleep does.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+cargo build --quiet --profile abort-check --example panic_abort
+bin=target/abort-check/examples/panic_abort
+
+"$bin" with-time
+
+set +e
+out=$("$bin" without-time 2>&1)
+code=$?
+set -e
+if [ "$code" -ne 134 ] || ! grep -q "enable_time" <<<"$out"; then
+  echo "without-time: expected an abort (exit 134) with tokio's enable_time message;"
+  echo "got exit $code and:"
+  echo "$out"
+  exit 1
+fi
+echo "without-time: aborted with tokio's message, as tokio::time::sleep does"
