@@ -28,11 +28,12 @@
 //! # Which timer
 //!
 //! The free functions use [`Timer::current`]: an [entered](Timer::enter) timer, else the
-//! current tokio runtime's default timer for this thread (driven by a task on that
-//! runtime; sharded by thread, so worker threads usually do not share a lock), else a
-//! process-wide timer driven by a thread of its own, so they work with no setup inside
-//! `#[tokio::main]`, `#[tokio::test]` and `futures::executor::block_on` alike. Build a
-//! [`Timer`] to choose the tick, the wheel size or the [`Driver`].
+//! current tokio runtime's default timer (turned inside that runtime's own timer
+//! processing, so tickless timers fire in the same pass as tokio's), else a process-wide
+//! timer driven by a thread of its own, so they work with no setup inside
+//! `#[tokio::main]`, `#[tokio::test]` and `futures::executor::block_on` alike. Every timer
+//! is sharded by thread: worker threads sharing one do not contend for one lock. Build a
+//! [`Timer`] to choose the tick, the wheel size, the shards or the [`Driver`].
 //!
 //! # Examples
 //!
@@ -64,7 +65,9 @@ pub use time::{
     interval, interval_at, sleep, sleep_until, timeout, timeout_at, Interval, MissedTickBehavior,
     Sleep, Timeout,
 };
-pub use timer::{BuildError, Builder, Driver, EnterGuard, Stats, Timer, MAX_WHEEL_SIZE};
+pub use timer::{
+    BuildError, Builder, Driver, EnterGuard, Stats, Timer, MAX_SHARDS, MAX_WHEEL_SIZE,
+};
 /// tokio's `Instant`, so a paused tokio clock is the timer's clock too.
 pub use tokio::time::Instant;
 /// tokio's clock controls (feature `test-util`): they move the clock of tickless's timers

@@ -151,7 +151,7 @@ fn a_timer_outlives_its_runtime_and_keeps_working() {
 }
 
 #[test]
-fn the_driver_task_dropped_mid_wait_wakes_its_waiters() {
+fn a_runtime_shut_down_mid_wait_wakes_its_waiters() {
     // A task of another executor waits on a timer whose runtime then shuts down: it is
     // woken, re-polls, and a driver thread carries its sleep to the deadline.
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -195,7 +195,7 @@ fn thread_driver_works_under_futures_block_on() {
 }
 
 #[test]
-fn task_driver_honours_a_paused_clock_set_by_hand() {
+fn tokio_driver_honours_a_paused_clock_set_by_hand() {
     let runtime = paused_runtime();
     runtime.block_on(async {
         let timer = Timer::builder().driver(Driver::Tokio).build().unwrap();
@@ -235,7 +235,7 @@ fn invalid_configurations_are_errors_naming_the_setting_and_value() {
 }
 
 #[test]
-fn task_driver_in_a_runtime_without_time_is_an_error_and_the_default_falls_back() {
+fn tokio_driver_in_a_runtime_without_time_is_an_error_and_the_default_falls_back() {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();
@@ -281,4 +281,22 @@ fn is_elapsed_alone_sees_a_timer_fire_after_its_runtime_shut_down() {
         std::thread::yield_now();
     }
     assert!(timer.now() >= sleep.deadline());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_tokio_timer_and_a_tickless_timer_due_at_one_instant_fire_in_one_pass() {
+    for millis in [1_u64, 10, 64, 65, 4097] {
+        let d = Duration::from_millis(millis);
+        let (ours, theirs) = (tickless::sleep(d), tokio::time::sleep(d));
+        tokio::pin!(theirs);
+        // Both fire in tokio's one timer pass, before the task that awaits them runs
+        // again, so a biased select sees both ready and takes the first branch. (A
+        // tickless driver woken by tokio's timer, one task later, lost this race.)
+        let first = tokio::select! {
+            biased;
+            () = ours => "tickless",
+            () = &mut theirs => "tokio",
+        };
+        assert_eq!(first, "tickless", "{millis} ms");
+    }
 }

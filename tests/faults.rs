@@ -112,7 +112,7 @@ fn a_delay_queue_insert_waking_a_panicking_waker_leaves_no_stale_key() {
     );
 }
 
-/// Defect 2: wakers that panic when the task driver stops (its runtime shut down) are
+/// Defect 2: wakers that panic when the tokio driver stops (its runtime shut down) are
 /// counted like any other.
 #[test]
 fn wakers_panicking_while_the_runtime_shuts_down_are_counted() {

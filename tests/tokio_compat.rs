@@ -103,6 +103,28 @@ compat! {
         seen
     }
 
+    off_grid_deadlines_are_rounded_once => {
+        // Move the paused clock off tokio's millisecond grid, then sleep to deadlines
+        // between milliseconds: tickless rounds them exactly as tokio does.
+        tokio::time::advance(t::Duration::from_nanos(300_001)).await;
+        let mut observed = Vec::new();
+        for nanos in [1_000_001_u64, 999_999, 1_000_000, 1_700_000, 64_000_001, 5] {
+            let start = t::Instant::now();
+            t::sleep_until(start + t::Duration::from_nanos(nanos)).await;
+            observed.push(ms(start.into_std(), t::Instant::now().into_std()));
+        }
+        observed
+    }
+    due_timers_are_woken_when_advance_returns => {
+        let mut observed = Vec::new();
+        let mut sleep = tokio_test::task::spawn(t::sleep(t::Duration::from_millis(10)));
+        observed.push(format!("{:?}", sleep.poll()));
+        tokio::time::advance(t::Duration::from_millis(9)).await;
+        observed.push(format!("{} {:?}", sleep.is_woken(), sleep.poll()));
+        tokio::time::advance(t::Duration::from_millis(1)).await;
+        observed.push(format!("{} {:?}", sleep.is_woken(), sleep.poll()));
+        observed
+    }
     zero_and_past_sleeps => {
         let start = t::Instant::now();
         t::sleep(t::Duration::ZERO).await;
