@@ -25,6 +25,7 @@ use super::clock::{deadline_after, Clock, Source};
 use super::shard::Shard;
 use super::{Alarm, Armed, Core, Mode};
 use std::future::Future;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
@@ -163,19 +164,21 @@ impl Alarm for TokioAlarm {
         }
         let mut cx = Context::from_waker(&self.hook);
         // Outside tokio's cooperative budget: a spent budget would wake the hook at once
-        // instead of registering it.
-        let polled = quietly(|| {
+        // instead of registering it. tokio panics when a `Sleep` is polled on a runtime
+        // that has shut down; in context that cannot happen meanwhile, except on a thread
+        // of the runtime's blocking pool, so the panic is caught (not silenced: this is on
+        // every pass, and silencing swaps the process's panic hook).
+        let polled = catch_unwind(AssertUnwindSafe(|| {
             let mut sleep = std::pin::pin!(tokio::task::unconstrained(self.sleep.as_mut()));
             sleep.as_mut().poll(&mut cx)
-        });
+        }));
         match polled {
-            Some(Poll::Pending) => {
+            Ok(Poll::Pending) => {
                 self.armed = tick.unwrap_or(u64::MAX);
                 Armed::Waiting
             }
-            Some(Poll::Ready(())) => Armed::Due,
-            // tokio panics when a `Sleep` is polled on a runtime that has shut down.
-            None => Armed::ShutDown,
+            Ok(Poll::Ready(())) => Armed::Due,
+            Err(_) => Armed::ShutDown,
         }
     }
 
