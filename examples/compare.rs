@@ -6,6 +6,7 @@
 //! ```text
 //! cargo run --release --example compare            # the full table, about 4 minutes
 //! cargo run --release --example compare -- --quick # smaller counts, one round
+//! cargo run --release --example compare -- --only callbacks # one section
 //! ```
 //!
 //! Memory, process CPU and the million-timer runs are measured in a child process per
@@ -31,6 +32,9 @@ use support::{answer, child, cpu_time, ms, quantile, Peer, Readings};
 /// that the time it takes to register a million timers is not counted as lateness.
 const OFFSET: Duration = Duration::from_secs(1);
 const SPREAD: Duration = Duration::from_secs(1);
+
+/// A section of the comparison: runs its workloads, prints its tables, returns its targets.
+type Section = fn(&Sizes) -> Vec<Target>;
 
 struct Sizes {
     rounds: usize,
@@ -70,13 +74,27 @@ fn main() {
          medians, and ratios to a named implementation's median in this same run.",
         sizes.rounds
     );
-    let mut targets = memory(&sizes);
-    targets.extend(churn_workloads(&sizes));
-    targets.extend(delay_queue_churn_workload(&sizes));
-    targets.extend(mass_workloads(&sizes));
-    targets.extend(precision_workload(&sizes));
-    targets.extend(idle_workload(&sizes));
-    targets.extend(drain_workload(&sizes));
+    // `--only <section>` runs one section (while working on it); the record runs all.
+    let only = args
+        .iter()
+        .position(|arg| arg == "--only")
+        .and_then(|i| args.get(i + 1));
+    let sections: [(&str, Section); 8] = [
+        ("memory", memory),
+        ("churn", churn_workloads),
+        ("dq1", delay_queue_churn_workload),
+        ("w2", mass_workloads),
+        ("w5", precision_workload),
+        ("w3", idle_workload),
+        ("dq2", drain_workload),
+        ("callbacks", callback_workloads),
+    ];
+    let mut targets = Vec::new();
+    for (name, section) in sections {
+        if only.is_none_or(|only| only == name) {
+            targets.extend(section(&sizes));
+        }
+    }
     print_targets(&targets);
 }
 
@@ -377,6 +395,8 @@ fn child_main(args: &[String]) {
             count,
         )),
         "dq2" => runtime.block_on(drain(arg(1) == "tickless", count)),
+        "c2" => support::callbacks::c2(arg(1), count),
+        "cmem" => support::callbacks::memory(arg(1), count),
         other => panic!("unknown child workload {other:?}"),
     }
 }
@@ -779,4 +799,108 @@ fn drain_workload(sizes: &Sizes) -> Vec<Target> {
         format!("{} ms", fmt(p99)),
         p99 <= 10.0,
     )]
+}
+
+// ---------------------------------------------------------------------------------------
+// Callbacks: C1, C3 (in this process), C2 and memory (one child each)
+
+fn callback_workloads(sizes: &Sizes) -> Vec<Target> {
+    use support::callbacks::{arg, c1, c3, PEERS};
+    let (mut c1s, mut c3s) = (Samples::default(), Samples::default());
+    for _ in 0..sizes.rounds {
+        for peer in PEERS {
+            c1s.push(peer, c1(peer, sizes.churn / 2));
+            c3s.push(peer, c3(peer, 8, sizes.churn / 2));
+        }
+    }
+    let tokio = "tokio spawn+sleep";
+    c1s.print("C1 callback schedule+cancel, one task", "ns/op", tokio);
+    c3s.print(
+        "C3 callback schedule+cancel, 8 tasks on 2 workers, one shared timer",
+        "Mops/s",
+        tokio,
+    );
+    let readings = [
+        "ran",
+        "early",
+        "cpu_ms",
+        "overhead_ms",
+        "p50_ms",
+        "p99_ms",
+        "max_ms",
+    ];
+    let args: Vec<&str> = PEERS.iter().map(|peer| arg(peer)).collect();
+    let c2 = children(sizes.rounds.min(3), "c2", &args, sizes.mass, &readings);
+    println!(
+        "\n### C2 {} callbacks due uniformly over {SPREAD:?} from {OFFSET:?} on\n",
+        sizes.mass
+    );
+    println!("| implementation | ran | early | process CPU ms | overhead ms | p50 ms | p99 ms | max ms |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
+    for (peer, arg) in PEERS.iter().zip(&args) {
+        let cells: Vec<String> = c2.iter().map(|s| fmt(s.median(arg))).collect();
+        println!("| {peer} | {} |", cells.join(" | "));
+    }
+    println!(
+        "\n### Memory per pending callback ({} fire-and-forget, an hour ahead, no captures)\n",
+        sizes.idle
+    );
+    println!("| implementation | bytes per pending callback |");
+    println!("|---|---:|");
+    let mut ours = f64::NAN;
+    for (peer, arg) in PEERS.iter().zip(&args) {
+        let bytes = child(&["cmem", arg, &sizes.idle.to_string()])["bytes_per_callback"];
+        if *arg == "tickless" {
+            ours = bytes;
+        }
+        println!("| {peer} | {} |", fmt(bytes));
+    }
+    let c1_ratio = c1s.median("tickless") / c1s.median(tokio);
+    let c1_ns = c1s.median("tickless");
+    let c3_ratio = c3s.median("tickless") / c3s.median(tokio);
+    let cpu_ratio = c2[2].median("tickless") / c2[2].median("tokio");
+    let (fewest_ran, _) = c2[0].range("tickless");
+    let (_, most_early) = c2[1].range("tickless");
+    vec![
+        target(
+            10,
+            "C1 schedule+cancel <= 0.5x tokio spawn+sleep+abort",
+            format!("{c1_ratio:.2}x"),
+            c1_ratio <= 0.5,
+        ),
+        target(
+            10,
+            "C1 schedule+cancel < 134 ns (Netty's HashedWheelTimer here)",
+            format!("{} ns", fmt(c1_ns)),
+            c1_ns < 134.0,
+        ),
+        target(
+            10,
+            "C2 all ran, none early (every round)",
+            format!(
+                "fewest ran {}, most early {}",
+                fmt(fewest_ran),
+                fmt(most_early)
+            ),
+            fewest_ran == sizes.mass as f64 && most_early == 0.0,
+        ),
+        target(
+            10,
+            "C2 process CPU <= 0.5x tokio spawn+sleep",
+            format!("{cpu_ratio:.2}x"),
+            cpu_ratio <= 0.5,
+        ),
+        target(
+            10,
+            "C3 >= 2x tokio spawn+sleep Mops/s",
+            format!("{c3_ratio:.2}x"),
+            c3_ratio >= 2.0,
+        ),
+        target(
+            10,
+            "<= 72 bytes per pending callback (Netty's here)",
+            format!("{} B", fmt(ours)),
+            ours.round() <= 72.0,
+        ),
+    ]
 }

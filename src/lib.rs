@@ -15,6 +15,13 @@
 //!   `#[tokio::test(start_paused = true)]` drive it;
 //! - [`Sleep`] is `Unpin` and 24 bytes.
 //!
+//! # Callbacks
+//!
+//! [`Timer::schedule`] runs a closure when its deadline comes, and returns a [`Scheduled`]
+//! handle that cancels it, exactly once against a racing driver: Netty's
+//! `HashedWheelTimer` and Kafka's `SystemTimer`, on the same wheel and driver as every
+//! `Sleep` (see the [`Timer`] docs on callbacks).
+//!
 //! # Switching from `tokio::time`
 //!
 //! The crate root mirrors `tokio::time`: `sleep`, `sleep_until`, `Sleep`, `timeout`,
@@ -51,11 +58,13 @@
 #![deny(missing_docs, unsafe_code, unsafe_op_in_unsafe_fn)]
 #![warn(missing_debug_implementations, rust_2018_idioms)]
 
+mod callback;
 mod driver;
 mod time;
 mod timer;
 mod wheel;
 
+pub use callback::Scheduled;
 /// `std::time::Duration`, re-exported as `tokio::time` does, so that a `use` line naming
 /// `tokio::time::{Duration, ...}` switches over unchanged.
 pub use std::time::Duration;

@@ -1,6 +1,7 @@
 //! What `examples/compare.rs` needs besides the workloads: the peers, process readings
 //! from `/proc`, child processes, and medians.
 
+pub mod callbacks;
 pub mod table;
 pub mod workloads;
 

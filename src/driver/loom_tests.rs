@@ -12,7 +12,8 @@
 //! - rule 3: a timer cancelled, reset or polled with a new waker while the driver fires it
 //!   leaves no entry behind, is never woken twice, and is never left asleep;
 //! - the runtime going away while timers are registered and dropped: every waiting timer
-//!   is woken or finds the fallback driver started.
+//!   is woken or finds the fallback driver started;
+//! - a callback's cancel racing its fire: exactly one of "ran" and "cancelled".
 
 use super::registration::{Registration, IDLE};
 use super::*;
@@ -256,6 +257,32 @@ fn loom_work_asked_while_the_token_is_held_is_done_before_it_is_let_go() {
         }
         asker.join().unwrap();
         assert!(done.load(Ordering::SeqCst));
+    });
+}
+
+#[test]
+fn loom_a_cancel_racing_a_callbacks_fire_is_exactly_once() {
+    loom::model(|| {
+        let (core, shard, _) = core(Mode::Manual);
+        let ran = LoomArc::new(AtomicBool::new(false));
+        let scheduled = {
+            let ran = ran.clone();
+            crate::callback::schedule_on(&shard, 2, move || ran.store(true, Ordering::SeqCst))
+        };
+        at(&core, 2);
+        let turner = {
+            let core = core.clone();
+            loom::thread::spawn(move || core.advanced())
+        };
+        let cancelled = scheduled.cancel();
+        turner.join().unwrap();
+        let ran = ran.load(Ordering::SeqCst);
+        assert!(ran != cancelled, "ran {ran}, cancel returned {cancelled}");
+        assert_eq!(scheduled.is_cancelled(), cancelled);
+        assert_eq!(scheduled.has_fired(), ran);
+        assert_eq!(core.pending_callbacks(), 0);
+        assert_eq!(core.snapshot().registered, 0, "an entry was left behind");
+        assert_eq!(shard.lock().wheel.len(), 0);
     });
 }
 

@@ -57,7 +57,7 @@ pub(crate) mod clock;
 pub(crate) mod registration;
 pub(crate) mod runtime;
 pub(crate) mod shard;
-mod sync;
+pub(crate) mod sync;
 mod thread;
 mod token;
 
@@ -140,8 +140,23 @@ pub(crate) struct Snapshot {
     pub(crate) entries_fired: u64,
     pub(crate) entries_demoted: u64,
     pub(crate) waker_panics: u64,
+    pub(crate) callbacks_fired: u64,
+    pub(crate) callback_panics: u64,
     pub(crate) registered: usize,
+    pub(crate) pending_callbacks: usize,
     pub(crate) levels: usize,
+}
+
+/// What a turn works with, kept between turns for its capacity: a turn allocates nothing
+/// once these have grown.
+#[derive(Default)]
+pub(crate) struct Scratch {
+    /// Wakers of due timers, woken in batches.
+    wakers: Vec<Waker>,
+    /// Due callbacks with their deadline ticks, run after every shard is turned.
+    callbacks: Vec<(u64, Waker)>,
+    /// Shards' keepalives let go of by the turn, dropped with no lock held.
+    keepalives: Vec<Arc<Shard>>,
 }
 
 /// What all shards of one timer share.
@@ -158,13 +173,20 @@ pub(crate) struct Core {
     alarm: Mutex<Option<Box<dyn Alarm>>>,
     /// The earliest tick inserts have asked the alarm for since it was last armed.
     requested: AtomicU64,
-    /// The token holder's batch of wakers, kept for its capacity: a turn allocates
-    /// nothing once it has grown.
-    batch: Mutex<Vec<Waker>>,
+    /// The token holder's scratch (see [`Scratch`]).
+    scratch: Mutex<Scratch>,
+    /// The most callbacks that may be pending at once ([`Builder::max_pending`]), and how
+    /// many are, counted only when there is a limit.
+    ///
+    /// [`Builder::max_pending`]: crate::Builder::max_pending
+    max_pending: OnceLock<usize>,
+    limited: AtomicU64,
     /// The driver thread, once one runs.
     thread: OnceLock<std::thread::Thread>,
     wakeups: AtomicU64,
     waker_panics: AtomicU64,
+    callbacks_fired: AtomicU64,
+    callback_panics: AtomicU64,
     /// Under loom, a fallback driver thread is recorded here rather than started.
     #[cfg(tickless_loom)]
     fallback_started: sync::AtomicBool,
@@ -186,10 +208,14 @@ impl Core {
             token: Token::new(),
             alarm: Mutex::new(None),
             requested: AtomicU64::new(u64::MAX),
-            batch: Mutex::new(Vec::new()),
+            scratch: Mutex::new(Scratch::default()),
+            max_pending: OnceLock::new(),
+            limited: AtomicU64::new(0),
             thread: OnceLock::new(),
             wakeups: AtomicU64::new(0),
             waker_panics: AtomicU64::new(0),
+            callbacks_fired: AtomicU64::new(0),
+            callback_panics: AtomicU64::new(0),
             #[cfg(tickless_loom)]
             fallback_started: sync::AtomicBool::new(false),
         });
@@ -224,9 +250,10 @@ impl Core {
     }
 
     /// One turn: advances every shard to `now_tick`, wakes every due timer in batches of
-    /// [`WAKE_BATCH`] with the shard's lock released, sets each shard's `armed`, and
+    /// [`WAKE_BATCH`] with the shard's lock released, sets each shard's `armed`, then runs
+    /// the due callbacks of all shards in deadline order (by tick; ties as they came), and
     /// returns the tick the driver should next turn at (`None`: only when notified).
-    pub(crate) fn turn(&self, now_tick: u64, batch: &mut Vec<Waker>) -> Option<u64> {
+    pub(crate) fn turn(&self, now_tick: u64, scratch: &mut Scratch) -> Option<u64> {
         self.wakeups.fetch_add(1, Ordering::Relaxed);
         self.clock.saw(now_tick);
         let manual = self.mode() == Mode::Manual;
@@ -236,17 +263,29 @@ impl Core {
             let mut state = shard.lock();
             state.wheel.advance(now_tick);
             loop {
-                while batch.len() < WAKE_BATCH {
-                    match state.wheel.pop_ready() {
-                        Some((_, waker)) => batch.push(take(waker)),
-                        None => break,
+                while scratch.wakers.len() < WAKE_BATCH {
+                    let Some((key, waker)) = state.wheel.pop_ready() else {
+                        break;
+                    };
+                    let waker = take(waker);
+                    if state.is_callback(key) {
+                        // The driver takes fired callbacks out of the wheel itself; the
+                        // callback decides, against a racing cancel, whether it runs.
+                        let tick = state.wheel.deadline_tick(key);
+                        drop(state.wheel.try_remove(key)); // the no-op waker left by `take`
+                        if let Some(keepalive) = state.callback_removed(key) {
+                            scratch.keepalives.push(keepalive);
+                        }
+                        scratch.callbacks.push((tick, waker));
+                    } else {
+                        scratch.wakers.push(waker);
                     }
                 }
-                if batch.is_empty() {
+                if scratch.wakers.is_empty() {
                     break;
                 }
                 drop(state);
-                panics += wake_all(batch);
+                panics += wake_all(&mut scratch.wakers);
                 state = shard.lock();
             }
             let shard_next = state.wheel.next_expiration();
@@ -260,7 +299,54 @@ impl Core {
             };
         }
         self.count_panics(panics);
+        if !scratch.callbacks.is_empty() {
+            let fired = scratch.callbacks.len();
+            self.callbacks_removed(fired);
+            self.callbacks_fired
+                .fetch_add(fired as u64, Ordering::Relaxed);
+            scratch.callbacks.sort_by_key(|&(tick, _)| tick);
+            let mut failed = 0;
+            for (_, callback) in scratch.callbacks.drain(..) {
+                if catch_unwind(AssertUnwindSafe(|| callback.wake())).is_err() {
+                    failed += 1;
+                }
+            }
+            if failed > 0 {
+                self.callback_panics.fetch_add(failed, Ordering::Relaxed);
+            }
+        }
+        scratch.keepalives.clear();
         next
+    }
+
+    /// Sets the most callbacks that may be pending at once.
+    pub(crate) fn set_max_pending(&self, max: usize) {
+        let _ = self.max_pending.set(max);
+    }
+
+    /// Counts a callback about to be scheduled against the limit, if there is one.
+    pub(crate) fn reserve_callback(&self) -> Result<(), usize> {
+        let Some(&max) = self.max_pending.get() else {
+            return Ok(());
+        };
+        self.limited
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |pending| {
+                (pending < max as u64).then_some(pending + 1)
+            })
+            .map(drop)
+            .map_err(|_| max)
+    }
+
+    /// `removed` callbacks have left the wheels (fired or cancelled).
+    pub(crate) fn callbacks_removed(&self, removed: usize) {
+        if self.max_pending.get().is_some() {
+            self.limited.fetch_sub(removed as u64, Ordering::AcqRel);
+        }
+    }
+
+    /// Callbacks scheduled and not yet fired or cancelled, summed over the shards.
+    pub(crate) fn pending_callbacks(&self) -> usize {
+        self.shards().map(|shard| shard.lock().callback_count).sum()
     }
 
     fn count_panics(&self, panics: u64) {
@@ -298,7 +384,15 @@ impl Core {
                 self.requested.fetch_min(tick, Ordering::AcqRel);
                 self.request(REARM);
             }
-            Mode::Manual | Mode::Stopped => {}
+            // A manual clock's time moves only by `advance`; a callback already due when
+            // scheduled from inside one (a callback scheduling another) runs before that
+            // `advance` returns, any other at the next.
+            Mode::Manual => {
+                if self.token.held_here() {
+                    self.request(FIRE);
+                }
+            }
+            Mode::Stopped => {}
         }
     }
 
@@ -319,16 +413,16 @@ impl Core {
 
     /// For the token holder: does the work handed out until there is none.
     fn drive(&self) {
-        let mut batch = std::mem::take(&mut *lock(&self.batch));
+        let mut scratch = std::mem::take(&mut *lock(&self.scratch));
         while let Some(work) = self.token.next() {
-            self.service(work, &mut batch);
+            self.service(work, &mut scratch);
         }
         // Only a holder takes it, and a holder asked from inside its own work does not
         // drive again, so nothing was put here meanwhile.
-        *lock(&self.batch) = batch;
+        *lock(&self.scratch) = scratch;
     }
 
-    fn service(&self, work: u8, batch: &mut Vec<Waker>) {
+    fn service(&self, work: u8, batch: &mut Scratch) {
         match self.mode() {
             Mode::Manual => {
                 if work & FIRE != 0 {
@@ -353,7 +447,7 @@ impl Core {
         }
     }
 
-    fn service_alarm(&self, alarm: &mut dyn Alarm, work: u8, batch: &mut Vec<Waker>) {
+    fn service_alarm(&self, alarm: &mut dyn Alarm, work: u8, batch: &mut Scratch) {
         if work & FIRE != 0 {
             if alarm.in_context() {
                 // The turn re-arms for the earliest bucket of all, which covers any re-arm
@@ -371,7 +465,7 @@ impl Core {
     }
 
     /// Turns the wheel for a firing alarm and arms it for the next expiry, in context.
-    fn fire(&self, alarm: &mut dyn Alarm, batch: &mut Vec<Waker>) {
+    fn fire(&self, alarm: &mut dyn Alarm, batch: &mut Scratch) {
         self.requested.store(u64::MAX, Ordering::Release);
         loop {
             let now = self.clock.now_tick();
@@ -404,14 +498,22 @@ impl Core {
         }
         self.clock.use_real_clock(runtime_now);
         let mut wakers = Vec::new();
+        let mut callbacks = None;
         for shard in self.shards() {
             let mut state = shard.lock();
             state.armed = None;
-            state.wheel.for_each_value(|waker| wakers.push(take(waker)));
+            state.take_timer_wakers(&mut wakers);
+            if state.callback_count > 0 {
+                callbacks = Some(shard.core.clone());
+            }
         }
         let panics = wake_all(&mut wakers);
         self.count_panics(panics);
         self.request(STOP);
+        // Nobody polls a callback: when any is pending, the driver thread starts now.
+        if let Some(core) = callbacks {
+            core.ensure_driver();
+        }
     }
 
     /// Moves a manual clock (the caller has moved it) and fires everything due, waking
@@ -453,6 +555,8 @@ impl Core {
         let mut snapshot = Snapshot {
             wakeups: self.wakeups.load(Ordering::Relaxed),
             waker_panics: self.waker_panics.load(Ordering::Relaxed),
+            callbacks_fired: self.callbacks_fired.load(Ordering::Relaxed),
+            callback_panics: self.callback_panics.load(Ordering::Relaxed),
             ..Snapshot::default()
         };
         for shard in self.shards() {
@@ -461,7 +565,8 @@ impl Core {
             snapshot.buckets_flushed += counters.buckets_flushed;
             snapshot.entries_fired += counters.entries_fired;
             snapshot.entries_demoted += counters.entries_demoted;
-            snapshot.registered += state.wheel.len();
+            snapshot.registered += state.wheel.len() - state.callback_count;
+            snapshot.pending_callbacks += state.callback_count;
             snapshot.levels = snapshot.levels.max(state.wheel.levels());
         }
         snapshot

@@ -21,11 +21,48 @@ pub(crate) struct Shard {
 
 pub(crate) struct ShardState {
     /// Each timer's waker; [`Waker::noop`] until it has one. A plain `Waker` (not an
-    /// `Option`) gives the slab entry a niche, so an entry is 32 bytes, not 40.
+    /// `Option`) gives the slab entry a niche, so an entry is 32 bytes, not 40. A
+    /// callback's waker runs the callback.
     pub(crate) wheel: Wheel<Waker>,
     /// The tick before which an insert here must notify the driver (ground rule 4):
     /// `None` notifies on any queued bucket, `Some(0)` never (a manual clock).
     pub(crate) armed: Option<u64>,
+    /// Which keys hold callbacks, one bit each: the driver removes those itself when they
+    /// fire, and never wakes them early (a runtime's shutdown wakes every `Sleep`).
+    callbacks: Bits,
+    /// How many callbacks this shard holds: what [`Timer::pending`](crate::Timer::pending)
+    /// sums.
+    pub(crate) callback_count: usize,
+    /// This shard, while it holds callbacks and a driver can fire them: pending callbacks
+    /// keep their timer alive, as a spawned task keeps its runtime. (A manual clock's
+    /// cannot: nothing but a handle can advance it.)
+    keepalive: Option<Arc<Shard>>,
+}
+
+/// One bit per slab key.
+#[derive(Default)]
+struct Bits(Vec<u64>);
+
+impl Bits {
+    fn set(&mut self, key: usize) {
+        let word = key / 64;
+        if word >= self.0.len() {
+            self.0.resize(word + 1, 0);
+        }
+        self.0[word] |= 1 << (key % 64);
+    }
+
+    fn clear(&mut self, key: usize) {
+        if let Some(word) = self.0.get_mut(key / 64) {
+            *word &= !(1 << (key % 64));
+        }
+    }
+
+    fn get(&self, key: usize) -> bool {
+        self.0
+            .get(key / 64)
+            .is_some_and(|word| word & (1 << (key % 64)) != 0)
+    }
 }
 
 /// Where a registration went.
@@ -43,6 +80,9 @@ impl Shard {
             state: Mutex::new(ShardState {
                 wheel: Wheel::new(wheel_size),
                 armed,
+                callbacks: Bits::default(),
+                callback_count: 0,
+                keepalive: None,
             }),
         }
     }
@@ -138,7 +178,81 @@ impl Shard {
     }
 }
 
+impl Shard {
+    /// Schedules a callback due at `deadline_tick`, whose `waker` runs it, and returns its
+    /// key. One already due waits in the ready list, and the driver is told to turn.
+    pub(crate) fn schedule(self: &Arc<Self>, deadline_tick: u64, waker: Waker) -> usize {
+        let mut state = self.lock();
+        let (key, placed) = state.wheel.insert(deadline_tick, waker);
+        state.callbacks.set(key);
+        state.callback_count += 1;
+        if state.keepalive.is_none() && state.armed != Some(0) {
+            state.keepalive = Some(self.clone());
+        }
+        let notify = match placed {
+            Placed::Ready => Some(deadline_tick),
+            Placed::Pending { queued } => state.notify_for(queued),
+        };
+        drop(state);
+        if let Some(tick) = notify {
+            self.core.wake_for(tick);
+        }
+        self.core.ensure_driver();
+        key
+    }
+
+    /// Removes the callback at `key` if it is still the one whose waker's data is `data`
+    /// (the driver may have taken it, and the key gone to another timer); `true` if it did.
+    pub(crate) fn cancel_callback(&self, key: usize, data: *const ()) -> bool {
+        let mut state = self.lock();
+        let ours = state.callbacks.get(key)
+            && state
+                .wheel
+                .get(key)
+                .is_some_and(|waker| std::ptr::eq(waker.data(), data));
+        if !ours {
+            return false;
+        }
+        let waker = state.wheel.try_remove(key);
+        let keepalive = state.callback_removed(key);
+        drop(state);
+        self.core.callbacks_removed(1);
+        self.core.release(waker);
+        drop(keepalive);
+        true
+    }
+}
+
 impl ShardState {
+    /// Whether `key` holds a callback.
+    pub(crate) fn is_callback(&self, key: usize) -> bool {
+        self.callbacks.get(key)
+    }
+
+    /// Takes the waker of every timer that is not a callback (leaving the no-op one), to
+    /// be woken unlocked: they poll again. Callbacks are left alone: waking one runs it.
+    pub(crate) fn take_timer_wakers(&mut self, into: &mut Vec<Waker>) {
+        let callbacks = &self.callbacks;
+        self.wheel.for_each(|key, waker| {
+            if !callbacks.get(key) {
+                into.push(std::mem::replace(waker, Waker::noop().clone()));
+            }
+        });
+    }
+
+    /// Forgets that `key` held a callback (its entry is gone); hands back the shard's
+    /// keepalive, to be dropped unlocked, when it was the last.
+    #[must_use = "the keepalive is dropped by the caller, after the lock"]
+    pub(crate) fn callback_removed(&mut self, key: usize) -> Option<Arc<Shard>> {
+        self.callbacks.clear(key);
+        self.callback_count -= 1;
+        if self.callback_count == 0 {
+            self.keepalive.take()
+        } else {
+            None
+        }
+    }
+
     /// The tick to notify the driver for, if a bucket just queued at `queued` expires
     /// before the driver would wake on its own (ground rule 4); lowers `armed` to it.
     fn notify_for(&mut self, queued: Option<u64>) -> Option<u64> {

@@ -25,12 +25,12 @@ fn run(weak: Weak<Core>) {
         Some(core) => core.set_thread(thread::current()),
         None => return,
     }
-    let mut batch = Vec::new();
+    let mut scratch = super::Scratch::default();
     loop {
         let Some(core) = weak.upgrade() else {
             return;
         };
-        let next = core.turn(core.clock.now_tick(), &mut batch);
+        let next = core.turn(core.clock.now_tick(), &mut scratch);
         let wait = next.map(|tick| {
             core.clock
                 .instant_at(tick)

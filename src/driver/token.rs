@@ -78,6 +78,11 @@ impl Token {
         }
     }
 
+    /// Whether the calling thread holds the token (asks from inside its own work).
+    pub(crate) fn held_here(&self) -> bool {
+        lock(&self.state).holder == Some(thread_id())
+    }
+
     /// For the holder: marks the work of the previous call done, and takes the work asked
     /// for since; `None` (and the token is let go) when there is none.
     pub(crate) fn next(&self) -> Option<u8> {

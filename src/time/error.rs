@@ -65,3 +65,91 @@ impl fmt::Display for ZeroPeriod {
 }
 
 impl std::error::Error for ZeroPeriod {}
+
+/// Why a timer refused to schedule a callback ([`Timer::schedule`] and friends): the
+/// meaning and predicates of `tokio::time::error::Error`.
+///
+/// - [`is_at_capacity`](Self::is_at_capacity): the timer's [`Builder::max_pending`]
+///   callbacks are already pending.
+/// - [`is_invalid`](Self::is_invalid): the call cannot be carried out as asked; today, a
+///   `spawn_after` or `spawn_at` with no tokio runtime current to spawn on.
+/// - [`is_shutdown`](Self::is_shutdown): the timer has shut down. tickless's timers outlive
+///   their runtimes (a driver thread takes over), so no tickless call returns this; it is
+///   here so that code matching on tokio's `Error` compiles unchanged.
+///
+/// ```
+/// use std::time::Duration;
+///
+/// let timer = tickless::Timer::builder().manual_clock().max_pending(1).build().unwrap();
+/// let _first = timer.schedule(Duration::from_secs(1), || {}).unwrap();
+/// let error = timer.schedule(Duration::from_secs(1), || {}).unwrap_err();
+/// assert!(error.is_at_capacity());
+/// assert_eq!(error.to_string(), "timer is at capacity: 1 callbacks pending (max_pending)");
+/// ```
+///
+/// [`Timer::schedule`]: crate::Timer::schedule
+/// [`Builder::max_pending`]: crate::Builder::max_pending
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Error(Kind);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Shutdown,
+    AtCapacity(Option<usize>),
+    Invalid,
+}
+
+impl Error {
+    /// An error saying the timer has shut down.
+    pub fn shutdown() -> Error {
+        Error(Kind::Shutdown)
+    }
+
+    /// An error saying the timer is at capacity.
+    pub fn at_capacity() -> Error {
+        Error(Kind::AtCapacity(None))
+    }
+
+    /// An error saying the request cannot be carried out as asked.
+    pub fn invalid() -> Error {
+        Error(Kind::Invalid)
+    }
+
+    pub(crate) fn at_capacity_of(max: usize) -> Error {
+        Error(Kind::AtCapacity(Some(max)))
+    }
+
+    /// Whether the timer has shut down.
+    pub fn is_shutdown(&self) -> bool {
+        matches!(self.0, Kind::Shutdown)
+    }
+
+    /// Whether the timer is at capacity.
+    pub fn is_at_capacity(&self) -> bool {
+        matches!(self.0, Kind::AtCapacity(_))
+    }
+
+    /// Whether the request could not be carried out as asked.
+    pub fn is_invalid(&self) -> bool {
+        matches!(self.0, Kind::Invalid)
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Kind::Shutdown => f.write_str("timer is shut down"),
+            Kind::AtCapacity(Some(max)) => write!(
+                f,
+                "timer is at capacity: {max} callbacks pending (max_pending)"
+            ),
+            Kind::AtCapacity(None) => f.write_str("timer is at capacity"),
+            Kind::Invalid => f.write_str(
+                "invalid request: spawn_after and spawn_at spawn on the tokio runtime current \
+                 when they are called, and none is",
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Error {}

@@ -89,7 +89,10 @@ pub(crate) fn default_shards() -> usize {
 }
 
 impl Timer {
-    fn from_parts(core: Arc<Core>, shards: Box<[Arc<Shard>]>) -> Timer {
+    fn from_parts(core: Arc<Core>, shards: Box<[Arc<Shard>]>, max_pending: Option<usize>) -> Timer {
+        if let Some(max) = max_pending {
+            core.set_max_pending(max);
+        }
         Timer {
             inner: Arc::new(Inner { core, shards }),
         }
@@ -306,7 +309,10 @@ impl Timer {
             entries_fired: s.entries_fired,
             entries_demoted: s.entries_demoted,
             waker_panics: s.waker_panics,
+            callbacks_fired: s.callbacks_fired,
+            callback_panics: s.callback_panics,
             registered: s.registered,
+            pending_callbacks: s.pending_callbacks,
             levels: s.levels,
         }
     }
@@ -345,8 +351,16 @@ pub struct Stats {
     /// Wakers that panicked when woken or dropped by tickless (the panic is caught; the
     /// driver goes on).
     pub waker_panics: u64,
-    /// Timers held now: registered `Sleep`s, fired or not, that have not completed.
+    /// Callbacks whose deadline came and that the driver took to run (one cancelled at
+    /// that very moment does not run).
+    pub callbacks_fired: u64,
+    /// Callbacks that panicked while running (caught; the others run, the driver goes on).
+    pub callback_panics: u64,
+    /// Timers held now: registered `Sleep`s (and `Interval`s, `DelayQueue`s), fired or
+    /// not, that have not completed.
     pub registered: usize,
+    /// Callbacks pending now, as [`Timer::pending`] counts them.
+    pub pending_callbacks: usize,
     /// Levels the deepest shard's wheel has grown so far.
     pub levels: usize,
 }
@@ -382,6 +396,7 @@ pub enum Driver {
 pub struct Builder {
     /// `None`: 1 ms, or 1 ns with a manual clock.
     tick: Option<Duration>,
+    max_pending: Option<usize>,
     wheel_size: usize,
     /// `None`: [`default_shards`].
     shards: Option<usize>,
@@ -400,6 +415,7 @@ impl Builder {
     pub fn new() -> Builder {
         Builder {
             tick: None,
+            max_pending: None,
             wheel_size: 64,
             shards: None,
             driver: None,
@@ -444,6 +460,16 @@ impl Builder {
         self
     }
 
+    /// The most callbacks that may be pending at once: past it, [`Timer::schedule`] and
+    /// friends return an error for which
+    /// [`is_at_capacity`](crate::error::Error::is_at_capacity) holds (Netty's
+    /// `maxPendingTimeouts`). No limit without this call; `0` refuses every callback.
+    /// `Sleep`s and other timers do not count.
+    pub fn max_pending(mut self, max: usize) -> Builder {
+        self.max_pending = Some(max);
+        self
+    }
+
     /// Which driver to run. Without this call: [`Driver::Tokio`] inside a tokio runtime
     /// with time enabled, [`Driver::Thread`] anywhere else.
     pub fn driver(mut self, driver: Driver) -> Builder {
@@ -482,7 +508,7 @@ impl Builder {
             }
             let clock = Clock::new(tick, Source::Manual);
             let (core, shards) = Core::new(clock, Mode::Manual, self.wheel_size, shards);
-            return Ok(Timer::from_parts(core, shards));
+            return Ok(Timer::from_parts(core, shards, self.max_pending));
         }
         let runtime = Handle::try_current().ok();
         let tokio = match (self.driver, &runtime) {
@@ -505,7 +531,7 @@ impl Builder {
                 (core, shards)
             }
         };
-        Ok(Timer::from_parts(core, shards))
+        Ok(Timer::from_parts(core, shards, self.max_pending))
     }
 }
 

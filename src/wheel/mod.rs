@@ -226,6 +226,15 @@ impl<T> Wheel<T> {
         self.entries[key].deadline_tick <= self.elapsed_tick
     }
 
+    /// The entry's deadline.
+    ///
+    /// # Panics
+    ///
+    /// If `key` holds nothing.
+    pub(crate) fn deadline_tick(&self, key: usize) -> u64 {
+        self.entries[key].deadline_tick
+    }
+
     /// The entry's value, if `key` holds one.
     pub(crate) fn get(&self, key: usize) -> Option<&T> {
         self.entries.get(key).map(|entry| &entry.value)
@@ -316,10 +325,10 @@ impl<T> Wheel<T> {
         moves
     }
 
-    /// Calls `f` with every entry's value, pending or fired.
-    pub(crate) fn for_each_value(&mut self, mut f: impl FnMut(&mut T)) {
-        for (_, entry) in self.entries.iter_mut() {
-            f(&mut entry.value);
+    /// Calls `f` with every entry's key and value, pending or fired.
+    pub(crate) fn for_each(&mut self, mut f: impl FnMut(usize, &mut T)) {
+        for (key, entry) in self.entries.iter_mut() {
+            f(key, &mut entry.value);
         }
     }
 
