@@ -7,9 +7,15 @@
 //!
 //! Where the time comes from is fixed when the timer is built ([`Source`]): tokio's
 //! [`Instant::now`] for a timer driven by a tokio runtime (so a paused tokio clock,
-//! `advance` and `start_paused` are its clock too, read in that runtime), the real clock
-//! for a timer driven by a thread, whatever runtime the caller is in, or a manual clock
-//! that moves only when told to.
+//! `advance` and `start_paused` are its clock too), the real clock for a timer driven by
+//! a thread, whatever runtime the caller is in, or a manual clock that moves only when
+//! told to.
+//!
+//! tokio reads the clock of the runtime current on the calling thread, and the real clock
+//! on a thread outside any. A tokio-driven timer whose runtime's clock is paused therefore
+//! reads it *in that runtime*: inside a task of it as it is, elsewhere by entering it.
+//! While the runtime's clock has never been seen paused, the two are one clock and no
+//! entering is needed.
 //!
 //! # Continuity
 //!
@@ -21,8 +27,10 @@
 //! the time they had left, and instants handed out afterwards (`now`, a `Sleep`'s
 //! deadline) are on the real clock that `Instant::now()` reads outside the runtime.
 
-use std::sync::atomic::{AtomicI64, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, Ordering};
+use std::sync::OnceLock;
 use std::time::Duration;
+use tokio::runtime::Handle;
 use tokio::time::Instant;
 
 const NANOS_PER_SEC: u128 = 1_000_000_000;
@@ -76,6 +84,10 @@ pub(crate) struct Clock {
     shift_nanos: AtomicI64,
     /// The latest tick a turn has advanced the wheel to: the time the timer has seen.
     seen_tick: AtomicU64,
+    /// For [`Source::Tokio`]: the runtime whose clock this is, and whether that clock has
+    /// been seen paused (then it is read in that runtime; see the module docs).
+    runtime: OnceLock<Handle>,
+    paused: AtomicBool,
 }
 
 fn real_now() -> Instant {
@@ -108,6 +120,45 @@ impl Clock {
             manual_nanos: AtomicU64::new(0),
             shift_nanos: AtomicI64::new(0),
             seen_tick: AtomicU64::new(0),
+            runtime: OnceLock::new(),
+            paused: AtomicBool::new(false),
+        }
+    }
+
+    /// Makes this tokio clock follow `runtime`'s clock, which is `paused` or not now.
+    pub(crate) fn follow_runtime(&self, runtime: Handle, paused: bool) {
+        let _ = self.runtime.set(runtime);
+        self.paused.store(paused, Ordering::Release);
+    }
+
+    /// For a turn, in the runtime: notes a runtime clock that stands apart from the real
+    /// one (paused, or paused before), so that later reads enter the runtime.
+    pub(crate) fn check_paused(&self, runtime_now: Instant) {
+        if self.paused.load(Ordering::Relaxed) {
+            return;
+        }
+        let real = real_now();
+        let apart = real
+            .checked_duration_since(runtime_now)
+            .or_else(|| runtime_now.checked_duration_since(real))
+            .is_none_or(|gap| gap > Duration::from_millis(1));
+        if apart {
+            self.paused.store(true, Ordering::Release);
+        }
+    }
+
+    /// tokio's clock as the timer's runtime reads it (see the module docs).
+    fn runtime_now(&self) -> Instant {
+        // Inside a tokio task, the task's runtime is current: one thread-local read.
+        if !self.paused.load(Ordering::Acquire) || tokio::task::try_id().is_some() {
+            return Instant::now();
+        }
+        match self.runtime.get() {
+            Some(runtime) if !Handle::try_current().is_ok_and(|h| h.id() == runtime.id()) => {
+                let _enter = runtime.enter();
+                Instant::now()
+            }
+            _ => Instant::now(),
         }
     }
 
@@ -122,7 +173,7 @@ impl Clock {
     /// The current instant on this clock.
     pub(crate) fn now(&self) -> Instant {
         match self.source() {
-            0 => Instant::now(),
+            0 => self.runtime_now(),
             1 => real_now(),
             _ => self.origin + Duration::from_nanos(self.manual_nanos.load(Ordering::Acquire)),
         }
@@ -135,7 +186,18 @@ impl Clock {
             Some(since) => since.as_nanos() as i128,
             None => -(self.origin.duration_since(instant).as_nanos() as i128),
         };
-        since + i128::from(self.shift_nanos.load(Ordering::Acquire))
+        since + i128::from(self.shift())
+    }
+
+    /// The shift, once the source is the real clock; zero before. The source is stored
+    /// after the shift, so a reader that sees the real source sees its shift, and one that
+    /// sees tokio's does not pair a tokio reading with it.
+    fn shift(&self) -> i64 {
+        if self.source() == Source::Real as u8 {
+            self.shift_nanos.load(Ordering::Acquire)
+        } else {
+            0
+        }
     }
 
     /// The current time on the timer's own timeline (see [`nanos`](Self::nanos)).
@@ -154,7 +216,7 @@ impl Clock {
 
     /// The instant `nanos` (shifted) nanoseconds from the origin, saturated.
     pub(crate) fn instant_at_nanos(&self, nanos: i128) -> Instant {
-        let unshifted = nanos - i128::from(self.shift_nanos.load(Ordering::Acquire));
+        let unshifted = nanos - i128::from(self.shift());
         let magnitude = unshifted.unsigned_abs();
         let secs = u64::try_from(magnitude / NANOS_PER_SEC).unwrap_or(u64::MAX);
         let duration = Duration::new(secs, (magnitude % NANOS_PER_SEC) as u32);

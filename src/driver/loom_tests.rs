@@ -49,8 +49,9 @@ impl Alarm for FakeAlarm {
     fn armed(&self) -> u64 {
         self.0.load(Ordering::SeqCst)
     }
-    fn rearm(&mut self, _: &Clock, tick: u64) {
+    fn rearm(&mut self, _: &Clock, tick: u64) -> Rearmed {
         self.0.store(tick, Ordering::SeqCst);
+        Rearmed::Done
     }
     fn arm(&mut self, _: &Clock, tick: Option<u64>) -> Armed {
         self.0.store(tick.unwrap_or(u64::MAX), Ordering::SeqCst);
@@ -164,7 +165,7 @@ fn loom_a_reset_racing_the_fire_is_woken_or_rescheduled_never_lost() {
         };
         // Moved later, to 5: it either fired first (woken; the reset re-registers it) or
         // moved first (not woken, pending at 5).
-        timer.reset(5, false);
+        timer.reset(5);
         turner.join().unwrap();
         let woken = count.0.load(Ordering::SeqCst);
         assert!(woken <= 1);
@@ -283,6 +284,30 @@ fn loom_a_cancel_racing_a_callbacks_fire_is_exactly_once() {
         assert_eq!(core.pending_callbacks(), 0);
         assert_eq!(core.snapshot().registered, 0, "an entry was left behind");
         assert_eq!(shard.lock().wheel.len(), 0);
+    });
+}
+
+#[test]
+fn loom_a_poll_with_a_new_waker_as_the_runtime_goes_is_woken_or_driven() {
+    loom::model(|| {
+        let (core, shard, _) = core(Mode::Tokio);
+        let (_old_count, old) = counter();
+        let (new_count, new) = counter();
+        let mut timer = registered(&shard, 10, &old);
+        let gone = {
+            let core = core.clone();
+            loom::thread::spawn(move || core.runtime_gone(None))
+        };
+        let polled = timer.poll(&new);
+        gone.join().unwrap();
+        assert!(polled.is_pending());
+        let woken = new_count.0.load(Ordering::SeqCst) == 1;
+        let fallback = core.fallback_started.load(Ordering::SeqCst);
+        assert!(
+            woken || fallback,
+            "the new waker is stored in a stopped timer: neither woken nor driven"
+        );
+        drop(timer);
     });
 }
 

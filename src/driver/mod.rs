@@ -17,11 +17,12 @@
 //!
 //! # Ground rules
 //!
-//! 1. A shard's wheel and its `armed` tick are touched only with that shard's lock held.
-//!    Outside any lock are the clock (read-mostly atomics, see [`clock`]), the `mode`
-//!    (changes once, from tokio to stopped and then to fallback, when the runtime goes),
-//!    the counters, `requested` (the earliest tick inserts asked the alarm for) and the
-//!    [token](token) state, which has its own small lock.
+//! 1. A shard's wheel, its `armed` tick and its callback marks are touched only with that
+//!    shard's lock held. Outside any lock are the clock (read-mostly atomics, see
+//!    [`clock`]), the `mode` (which only moves forward: tokio to stopped, when the runtime
+//!    goes, then stopped to fallback, when a driver thread takes over), the counters,
+//!    `requested` (the earliest tick inserts asked the alarm for) and the [token](token)
+//!    state, which has its own small lock.
 //! 2. No user code runs with a lock held, except `Waker::clone` when a poll stores a new
 //!    waker, which runs before anything is written. Wakers are woken, and *dropped*, only
 //!    after the lock is released: dropping a waker can drop a task that owns a `Sleep`,
@@ -41,17 +42,22 @@
 //!    comes before the turn looked at its shard (and the turn sees it) or after (and sees
 //!    the `armed` that turn set). A manual clock's shards keep `armed = Some(0)`: nothing
 //!    but `advance` moves its time, so inserts never notify.
-//! 5. Turns never run at once. The driver thread is the only one to turn a thread-driven
-//!    timer; tokio and manual timers turn only under the [token](token), which also makes
-//!    the work asked for while a turn runs (a re-arm, another advance) happen before the
-//!    turn's thread lets go of it. The token is not waited for while its work runs (a
-//!    request returns at once), so a waker may insert, reset or advance the timer that
-//!    woke it.
+//! 5. Turns do not run at once. The driver thread is the only one to turn a
+//!    thread-driven timer; tokio and manual timers turn only under the [token](token),
+//!    which also makes the work asked for while a turn runs (a re-arm, another advance)
+//!    happen before the turn's thread lets go of it. The token is not waited for while its
+//!    work runs (a request returns at once), so a waker may insert, reset or advance the
+//!    timer that woke it. One overlap is allowed: when a runtime shuts down in the middle
+//!    of its timer's turn, the fallback thread may start turning before that turn ends.
+//!    Each shard is still advanced and emptied under its lock (so nothing fires twice or
+//!    is lost), and both set `armed` to the same shard's next expiration.
 //! 6. The tokio alarm is touched only by the token holder: re-armed earlier from any
-//!    thread (a `Sleep::reset`, which needs no runtime context), but fired, read against
-//!    the runtime's clock and polled only in that runtime's context. A holder outside it
-//!    hands that work to a helper task on the runtime, whose drop is also how the
-//!    runtime's shutdown is noticed.
+//!    thread (a `Sleep::reset`, which needs no runtime context), but fired, armed from
+//!    disarmed and polled only in that runtime's context. A holder outside it hands that
+//!    work to a helper task on the runtime, whose drop is also how the runtime's shutdown
+//!    is noticed. The runtime's clock is read in that runtime (see [`clock`]); whether a
+//!    deadline has come is judged by the wheel, by the time of its last turn, not by the
+//!    clock of whichever thread asks.
 
 pub(crate) mod clock;
 pub(crate) mod registration;
@@ -114,11 +120,22 @@ pub(crate) trait Alarm: Send {
     fn armed(&self) -> u64;
     /// Moves a waiting alarm earlier, to `tick`, from any thread. An alarm that has gone
     /// off is left alone: its firing is on its way.
-    fn rearm(&mut self, clock: &Clock, tick: u64);
+    fn rearm(&mut self, clock: &Clock, tick: u64) -> Rearmed;
     /// Arms the alarm for `tick` (`None`: for nothing), in context.
     fn arm(&mut self, clock: &Clock, tick: Option<u64>) -> Armed;
     /// Whether the alarm's runtime is shutting down (asked after an early wake).
     fn shutting_down(&mut self) -> bool;
+}
+
+/// What [`Alarm::rearm`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Rearmed {
+    /// Moved, or nothing to do.
+    Done,
+    /// Not armed, and this thread may arm it: turn and arm, as for a firing.
+    Arm,
+    /// Not armed, and arming needs a thread in context: relay.
+    Relay,
 }
 
 /// What [`Alarm::arm`] did.
@@ -413,6 +430,17 @@ impl Core {
 
     /// For the token holder: does the work handed out until there is none.
     fn drive(&self) {
+        // Wakers, callbacks and tokio are all caught where they run; if anything panics
+        // here even so, the token must not stay held by a thread that left.
+        struct Abandon<'a>(&'a Token);
+        impl Drop for Abandon<'_> {
+            fn drop(&mut self) {
+                if std::thread::panicking() {
+                    self.0.abandon();
+                }
+            }
+        }
+        let _abandon = Abandon(&self.token);
         let mut scratch = std::mem::take(&mut *lock(&self.scratch));
         while let Some(work) = self.token.next() {
             self.service(work, &mut scratch);
@@ -457,16 +485,28 @@ impl Core {
             alarm.relay();
         }
         if work & (REARM | STOP) == REARM {
-            let tick = self.requested.swap(u64::MAX, Ordering::AcqRel);
+            let tick = self.requested.load(Ordering::Acquire);
             if tick < alarm.armed() {
-                alarm.rearm(&self.clock, tick);
+                match alarm.rearm(&self.clock, tick) {
+                    Rearmed::Done => {}
+                    Rearmed::Arm => return self.fire(alarm, batch),
+                    Rearmed::Relay => alarm.relay(),
+                }
             }
+            // Taken only once acted on: a relayed request stays for the helper's turn.
+            let _ = self.requested.compare_exchange(
+                tick,
+                u64::MAX,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            );
         }
     }
 
     /// Turns the wheel for a firing alarm and arms it for the next expiry, in context.
     fn fire(&self, alarm: &mut dyn Alarm, batch: &mut Scratch) {
         self.requested.store(u64::MAX, Ordering::Release);
+        self.clock.check_paused(self.clock.now());
         loop {
             let now = self.clock.now_tick();
             // Woken before its tick: tokio wakes every timer when its runtime shuts down.

@@ -95,18 +95,19 @@ impl Registration {
         }
     }
 
-    /// Moves the deadline to `deadline_tick`, keeping the waker; `due` says the deadline
-    /// has already passed by the clock, and fires it now. A registered timer whose new
-    /// deadline has come is removed and its waker woken (after the state says `ELAPSED`),
-    /// so the waiting task polls and completes. One not registered is registered, with
-    /// no waker, as tokio does.
-    pub(crate) fn reset(&mut self, deadline_tick: u64, due: bool) {
-        let tick = if due { 0 } else { deadline_tick };
+    /// Moves the deadline to `deadline_tick`, keeping the waker. Whether it has come is
+    /// the wheel's to judge, by the time of its last turn, not the caller's clock (which a
+    /// thread outside a paused runtime would read wrong), as tokio judges a reset by its
+    /// own timer's time: a registered timer whose new deadline has come is removed and its
+    /// waker woken (after the state says `ELAPSED`), so the waiting task polls and
+    /// completes; one due since the last turn fires on the next. One not registered is
+    /// registered, with no waker, as tokio does.
+    pub(crate) fn reset(&mut self, deadline_tick: u64) {
         let Some(key) = self.key() else {
-            let _ = self.register(tick, None);
+            let _ = self.register(deadline_tick, None);
             return;
         };
-        if let Err(waker) = self.shard.reset(key, tick) {
+        if let Err(waker) = self.shard.reset(key, deadline_tick) {
             self.state = ELAPSED;
             self.shard.core.wake(waker);
         }

@@ -6,6 +6,10 @@
 //! re-arms the `Sleep` for the next expiry. So a paused clock's `advance`, or its
 //! auto-advance, sees tickless timers fire exactly when tokio's would.
 //!
+//! The `Sleep` is registered with tokio only while something is armed: a paused runtime
+//! with nothing to do auto-advances its clock to the next tokio timer, and must not find
+//! one of ours waiting for nothing.
+//!
 //! Three things make that exact and safe:
 //!
 //! - **One rounding.** tokio rounds deadlines up to milliseconds counted from its own
@@ -23,7 +27,7 @@
 
 use super::clock::{deadline_after, Clock, Source};
 use super::shard::Shard;
-use super::{Alarm, Armed, Core, Mode};
+use super::{Alarm, Armed, Core, Mode, Rearmed};
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
@@ -38,7 +42,7 @@ use tokio::time::{Instant, Sleep};
 const FAR: Duration = Duration::from_secs(86_400 * 365 * 30);
 
 /// A tokio-driven core and its shards, built inside `handle`'s runtime, which the caller
-/// has checked has time enabled.
+/// has checked has time enabled (or could not check: see [`time_enabled`]).
 pub(crate) fn build(
     handle: &Handle,
     tick: Duration,
@@ -47,23 +51,25 @@ pub(crate) fn build(
 ) -> (Arc<Core>, Box<[Arc<Shard>]>) {
     let _enter = handle.enter();
     let now = Instant::now();
-    let mut sleep = Box::pin(tokio::time::sleep_until(deadline_after(now, FAR)));
-    let origin = grid_origin(sleep.as_mut(), now).unwrap_or(now);
+    let origin = {
+        let mut probe = Box::pin(tokio::time::sleep_until(deadline_after(now, FAR)));
+        grid_origin(probe.as_mut(), now).unwrap_or(now)
+    };
+    // A paused clock does not move while ~50 resets run; a real one does.
+    let paused = Instant::now() == now;
     let clock = Clock::with_origin(origin, tick, Source::Tokio);
+    clock.follow_runtime(handle.clone(), paused);
     let (core, shards) = Core::new(clock, Mode::Tokio, wheel_size, shards);
     let relay = Arc::new(Relay::default());
-    let mut alarm = TokioAlarm {
-        sleep,
+    core.set_alarm(Box::new(TokioAlarm {
+        sleep: Box::pin(tokio::time::sleep_until(deadline_after(now, FAR))),
+        handle: handle.clone(),
         hook: Waker::from(Arc::new(Hook(Arc::downgrade(&core)))),
-        runtime: handle.id(),
         armed: u64::MAX,
         relay: relay.clone(),
-    };
-    // In context: this registers the hook with tokio's timer, so even an alarm armed for
-    // nothing is a registered `Sleep` that a re-arm from any thread can move.
-    let armed = alarm.arm(&core.clock, None);
-    debug_assert_eq!(armed, Armed::Waiting);
-    core.set_alarm(Box::new(alarm));
+    }));
+    // On a runtime already shut down (a blocking thread outliving it), tokio drops the
+    // task at once, and its drop hands the timer to a driver thread.
     drop(handle.spawn(Helper {
         core: Arc::downgrade(&core),
         relay,
@@ -116,17 +122,54 @@ fn grid_origin(mut sleep: Pin<&mut Sleep>, now: Instant) -> Option<Instant> {
 
 /// The driver's alarm on a tokio runtime.
 pub(crate) struct TokioAlarm {
+    /// Registered with tokio's timer only while armed: a paused runtime with nothing to do
+    /// auto-advances its clock to the next tokio timer, and an alarm kept far away would
+    /// send it there. Disarmed, the box holds a fresh `Sleep` that was never polled (tokio
+    /// registers a `Sleep` on its first poll or reset), so arming again allocates nothing.
     sleep: Pin<Box<Sleep>>,
+    handle: Handle,
     /// Our waker, that tokio's timer wakes.
     hook: Waker,
-    runtime: Id,
+    /// The tick the alarm is armed for; `u64::MAX`: disarmed.
     armed: u64,
     relay: Arc<Relay>,
 }
 
+impl TokioAlarm {
+    /// Polls the `Sleep` with the hook, so that tokio wakes it (in context).
+    fn register(&mut self) -> Armed {
+        let mut cx = Context::from_waker(&self.hook);
+        // Outside tokio's cooperative budget: a spent budget would wake the hook at once
+        // instead of registering it. tokio panics when a `Sleep` is polled on a runtime
+        // that has shut down; in context that cannot happen meanwhile, except on a thread
+        // of the runtime's blocking pool, so the panic is caught (not silenced: this is on
+        // every pass, and silencing swaps the process's panic hook).
+        let sleep = self.sleep.as_mut();
+        let polled = catch_unwind(AssertUnwindSafe(|| {
+            let mut sleep = std::pin::pin!(tokio::task::unconstrained(sleep));
+            sleep.as_mut().poll(&mut cx)
+        }));
+        match polled {
+            Ok(Poll::Pending) => Armed::Waiting,
+            Ok(Poll::Ready(())) => Armed::Due,
+            Err(_) => Armed::ShutDown,
+        }
+    }
+
+    /// Deregisters: replaces the `Sleep` by a fresh one, never polled (in context).
+    fn disarm(&mut self) {
+        if self.armed != u64::MAX {
+            let _enter = self.handle.enter();
+            let far = deadline_after(Instant::now(), FAR);
+            self.sleep.set(tokio::time::sleep_until(far));
+            self.armed = u64::MAX;
+        }
+    }
+}
+
 impl Alarm for TokioAlarm {
     fn in_context(&self) -> bool {
-        Handle::try_current().is_ok_and(|handle| handle.id() == self.runtime)
+        Handle::try_current().is_ok_and(|handle| handle.id() == self.handle.id())
     }
 
     fn relay(&self) {
@@ -138,22 +181,33 @@ impl Alarm for TokioAlarm {
         self.armed
     }
 
-    fn rearm(&mut self, clock: &Clock, tick: u64) {
-        if self.sleep.is_elapsed() {
-            return; // it went off: its wake is on its way and re-arms for everything
+    fn rearm(&mut self, clock: &Clock, tick: u64) -> Rearmed {
+        if self.armed == u64::MAX {
+            // Disarmed: registering needs the runtime's context.
+            return if self.in_context() {
+                Rearmed::Arm
+            } else {
+                Rearmed::Relay
+            };
         }
-        // The hook stays registered through a reset; a deadline tokio has passed completes
-        // at once and wakes the hook, which turns (in context) or relays.
-        self.sleep.as_mut().reset(clock.instant_at(tick));
-        self.armed = tick;
+        if !self.sleep.is_elapsed() {
+            // The hook stays registered through a reset, which needs no context; a
+            // deadline tokio has passed completes at once and wakes the hook, which turns
+            // (in context) or relays.
+            self.sleep.as_mut().reset(clock.instant_at(tick));
+            self.armed = tick;
+        }
+        // Else it went off: its wake is on its way, and re-arms for everything.
+        Rearmed::Done
     }
 
     fn arm(&mut self, clock: &Clock, tick: Option<u64>) -> Armed {
-        let at = match tick {
-            Some(tick) => clock.instant_at(tick),
-            None => deadline_after(clock.now(), FAR),
+        let Some(tick) = tick else {
+            // Nothing to wait for: deregistered, so an idle paused runtime stays put.
+            self.disarm();
+            return Armed::Waiting;
         };
-        self.sleep.as_mut().reset(at);
+        self.sleep.as_mut().reset(clock.instant_at(tick));
         if self.sleep.is_elapsed() {
             // Completed at once: due by tokio's clock already, or the runtime is going.
             return if self.shutting_down() {
@@ -162,24 +216,11 @@ impl Alarm for TokioAlarm {
                 Armed::Due
             };
         }
-        let mut cx = Context::from_waker(&self.hook);
-        // Outside tokio's cooperative budget: a spent budget would wake the hook at once
-        // instead of registering it. tokio panics when a `Sleep` is polled on a runtime
-        // that has shut down; in context that cannot happen meanwhile, except on a thread
-        // of the runtime's blocking pool, so the panic is caught (not silenced: this is on
-        // every pass, and silencing swaps the process's panic hook).
-        let polled = catch_unwind(AssertUnwindSafe(|| {
-            let mut sleep = std::pin::pin!(tokio::task::unconstrained(self.sleep.as_mut()));
-            sleep.as_mut().poll(&mut cx)
-        }));
-        match polled {
-            Ok(Poll::Pending) => {
-                self.armed = tick.unwrap_or(u64::MAX);
-                Armed::Waiting
-            }
-            Ok(Poll::Ready(())) => Armed::Due,
-            Err(_) => Armed::ShutDown,
+        let armed = self.register();
+        if armed == Armed::Waiting {
+            self.armed = tick;
         }
+        armed
     }
 
     fn shutting_down(&mut self) -> bool {
@@ -187,8 +228,10 @@ impl Alarm for TokioAlarm {
         self.sleep
             .as_mut()
             .reset(deadline_after(Instant::now(), FAR));
-        self.armed = u64::MAX;
-        self.sleep.is_elapsed()
+        let gone = self.sleep.is_elapsed();
+        self.armed = 0; // registered (without the hook): `disarm` replaces it
+        self.disarm();
+        gone
     }
 }
 
@@ -277,30 +320,32 @@ impl Drop for Helper {
 
 /// Whether `handle`'s runtime has its time driver enabled. tokio offers no query, and
 /// making a `Sleep` without one panics, so this makes one and catches the panic, quietly
-/// (see [`quietly`]). Results are remembered for the last few runtimes asked about.
+/// (see [`quietly`]). Answers are remembered for the last few runtimes asked about.
+/// `None` when it cannot ask: on a thread that is unwinding (a second panic would abort),
+/// when nothing is remembered; that is not remembered either.
 ///
 /// Under `panic = "abort"` nothing can be caught: time is taken to be enabled, and a
 /// runtime without it aborts the process with tokio's own message on the first timer,
 /// exactly as `tokio::time::sleep` does there.
-pub(crate) fn time_enabled(handle: &Handle) -> bool {
+pub(crate) fn time_enabled(handle: &Handle) -> Option<bool> {
     static KNOWN: Mutex<Vec<(Id, bool)>> = Mutex::new(Vec::new());
     const REMEMBERED: usize = 64;
     if cfg!(panic = "abort") {
-        return true;
+        return Some(true);
     }
     let id = handle.id();
     let known = |list: &Vec<(Id, bool)>| list.iter().find(|(k, _)| *k == id).map(|(_, v)| *v);
     if let Some(enabled) = known(&KNOWN.lock().unwrap_or_else(PoisonError::into_inner)) {
-        return enabled;
+        return Some(enabled);
     }
     let _enter = handle.enter();
-    let enabled = quietly(|| drop(tokio::time::sleep(Duration::ZERO))).is_some();
+    let enabled = quietly(|| drop(tokio::time::sleep(Duration::ZERO)))?.is_ok();
     let mut list = KNOWN.lock().unwrap_or_else(PoisonError::into_inner);
     if list.len() == REMEMBERED {
         list.remove(0);
     }
     list.push((id, enabled));
-    enabled
+    Some(enabled)
 }
 
 thread_local! {
@@ -310,17 +355,17 @@ thread_local! {
 /// The panic hook as `std::panic::take_hook` hands it out.
 type PanicHook = Box<dyn Fn(&std::panic::PanicHookInfo<'_>) + Sync + Send + 'static>;
 
-/// Runs `f`, catching a panic (`None`) without printing it or running the panic hook: for
-/// the duration of the call, the hook in place is wrapped in one that passes on every
-/// panic except one raised inside `quietly` on this thread, and put back afterwards.
-/// Calls are serialised, so they never wrap each other. Used where tokio can only be asked
-/// by provoking its panic. Nothing is caught under `panic = "abort"`, nor while this
-/// thread is already panicking (a second panic would abort): `f` is not run then, and the
-/// answer is `None`.
-fn quietly<T>(f: impl FnOnce() -> T) -> Option<T> {
+/// Runs `f`, catching a panic (`Some(Err(()))`) without printing it or running the panic
+/// hook: for the duration of the call, the hook in place is wrapped in one that passes on
+/// every panic except one raised inside `quietly` on this thread, and put back afterwards
+/// (unless the user set another meanwhile, which is kept). Calls are serialised, so they
+/// never wrap each other. Used only where tokio can be asked by provoking its panic and
+/// nothing else, once per runtime. Nothing is caught under `panic = "abort"`; and on a
+/// thread that is already unwinding (a second panic would abort) `f` is not run: `None`.
+fn quietly<T>(f: impl FnOnce() -> T) -> Option<Result<T, ()>> {
     static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
     if cfg!(panic = "abort") {
-        return Some(f());
+        return Some(Ok(f()));
     }
     if std::thread::panicking() {
         return None;
@@ -336,12 +381,18 @@ fn quietly<T>(f: impl FnOnce() -> T) -> Option<T> {
     QUIET.with(|quiet| quiet.set(true));
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
     QUIET.with(|quiet| quiet.set(false));
-    // Dropping ours releases its reference to the previous hook, which goes back as it
-    // was (`take_hook` waits for panics running it elsewhere to finish).
-    drop(std::panic::take_hook());
-    match Arc::try_unwrap(previous) {
-        Ok(previous) => std::panic::set_hook(previous),
-        Err(previous) => std::panic::set_hook(Box::new(move |info| previous(info))),
+    // While ours is installed it holds the second reference to the previous hook. If the
+    // user replaced it meanwhile, std dropped it: keep the user's.
+    let current = std::panic::take_hook();
+    let ours_was_current = Arc::strong_count(&previous) == 2;
+    if ours_was_current {
+        drop(current);
+        match Arc::try_unwrap(previous) {
+            Ok(previous) => std::panic::set_hook(previous),
+            Err(previous) => std::panic::set_hook(Box::new(move |info| previous(info))),
+        }
+    } else {
+        std::panic::set_hook(current);
     }
-    result.ok()
+    Some(result.map_err(drop))
 }

@@ -121,7 +121,6 @@ impl Shard {
     /// `waker` is the one it will wake. The only user code run under the lock is
     /// `Waker::clone`, and it runs before anything is written.
     pub(crate) fn poll(&self, key: usize, waker: &Waker) -> Poll<()> {
-        self.core.ensure_driver();
         let mut state = self.lock();
         if state.wheel.has_fired(key) {
             let old = state.wheel.try_remove(key);
@@ -133,12 +132,12 @@ impl Shard {
             .wheel
             .get_mut(key)
             .expect("a registered timer's key is held");
-        if stored.will_wake(waker) {
-            return Poll::Pending;
-        }
-        let old = std::mem::replace(stored, waker.clone());
+        let old = (!stored.will_wake(waker)).then(|| std::mem::replace(stored, waker.clone()));
         drop(state);
-        self.core.release(Some(old));
+        self.core.release(old);
+        // After the waker is stored: if the runtime went before, its sweep woke the old
+        // waker, not this one, but the sweep's unlock made the stop visible here.
+        self.core.ensure_driver();
         Poll::Pending
     }
 

@@ -97,6 +97,15 @@ impl Token {
         Some(std::mem::take(&mut state.pending))
     }
 
+    /// For a holder whose work panicked: lets go of the token, the work not taken left
+    /// for the next asker, so that no one waits for it forever.
+    pub(crate) fn abandon(&self) {
+        let mut state = lock(&self.state);
+        state.completed = state.taken;
+        state.holder = None;
+        self.done.notify_all();
+    }
+
     /// Blocks until the work asked for before `ticket` was handed out has been done.
     pub(crate) fn wait_done(&self, ticket: u64) {
         let mut state = lock(&self.state);

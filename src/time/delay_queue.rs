@@ -373,7 +373,7 @@ impl<T> DelayQueue<T> {
     }
 
     fn arm(&mut self, tick: u64) {
-        self.delay.reset(tick, false);
+        self.delay.reset(tick);
         self.armed = Some(tick);
     }
 
@@ -386,7 +386,7 @@ impl<T> DelayQueue<T> {
     /// fires now), so its next poll sees the end of the stream.
     fn wake_if_empty(&mut self) {
         if self.wheel.len() == 0 && self.armed.take().is_some() {
-            self.delay.reset(0, true);
+            self.delay.reset(0);
         }
     }
 
@@ -399,7 +399,7 @@ impl<T> DelayQueue<T> {
         };
         match placed {
             Placed::Ready => {
-                self.delay.reset(0, true);
+                self.delay.reset(0);
                 self.armed = Some(0);
             }
             Placed::Pending {

@@ -177,9 +177,8 @@ impl Interval {
 
     fn reset_to(&mut self, next: i128) {
         self.next = next;
-        let clock = self.delay.clock();
-        let due = self.delay.key().is_some() && next <= clock.now_nanos();
-        self.delay.reset(clock.nanos_tick(next), due);
+        let tick = self.delay.clock().nanos_tick(next);
+        self.delay.reset(tick);
     }
 
     /// The period.

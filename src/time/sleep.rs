@@ -151,8 +151,7 @@ impl Sleep {
         let clock = this.registration.clock();
         this.deadline = clock.offset(deadline);
         let tick = clock.nanos_tick(i128::from(this.deadline));
-        let due = this.registration.key().is_some() && this.deadline <= clock.now_offset();
-        this.registration.reset(tick, due);
+        this.registration.reset(tick);
     }
 }
 

@@ -10,7 +10,8 @@
 //! never held while a timer is built or dropped. Each thread caches its shard of the last
 //! default it used, weakly: the free functions find it without touching the timer's
 //! reference count, which every worker shares. An entry whose runtime has shut down is
-//! never handed out again and is pruned the next time the list is searched.
+//! never handed out again, and is dropped from the list (with its wheels, and its
+//! fallback driver thread once idle) the next time any thread searches it.
 
 use super::{Builder, Inner, Timer};
 use crate::driver::runtime::time_enabled;
@@ -76,6 +77,13 @@ pub(super) fn current() -> Timer {
     }
 }
 
+/// A runtime's default, or the process's for a runtime without time; not to be
+/// remembered when it is the process's only because the runtime could not be asked.
+struct Found {
+    timer: Timer,
+    remember: bool,
+}
+
 /// This thread's shard of the current timer: what the free functions register on. The
 /// same timer as [`current`], found without touching its handle's reference count.
 pub(crate) fn current_shard() -> Arc<Shard> {
@@ -102,8 +110,11 @@ fn cached<T>(runtime: Id, get: impl FnOnce(&Cached) -> Option<T>) -> Option<T> {
 
 /// Finds (or makes) the runtime's default, and caches it for this thread.
 fn remember(handle: &Handle) -> (Timer, Arc<Shard>) {
-    let timer = runtime_default(handle);
+    let Found { timer, remember } = runtime_default(handle);
     let shard = timer.shard().clone();
+    if !remember {
+        return (timer, shard);
+    }
     let cached = Cached {
         runtime: handle.id(),
         timer: Arc::downgrade(&timer.inner),
@@ -125,13 +136,22 @@ fn process_default() -> Timer {
         .clone()
 }
 
-fn runtime_default(handle: &Handle) -> Timer {
+fn runtime_default(handle: &Handle) -> Found {
     let id = handle.id();
     if let Some(timer) = find_or_prune(id) {
-        return timer;
+        return Found {
+            timer,
+            remember: true,
+        };
     }
-    if !time_enabled(handle) {
-        return process_default();
+    match time_enabled(handle) {
+        Some(true) => {}
+        enabled => {
+            return Found {
+                timer: process_default(),
+                remember: enabled.is_some(),
+            }
+        }
     }
     // Built with the list unlocked: building spawns a task and probes the runtime, and
     // neither should run under a global lock.
@@ -143,7 +163,7 @@ fn runtime_default(handle: &Handle) -> Timer {
             .unwrap_or_else(|error| panic!("tickless: default timer: {error}"))
     };
     let mut defaults = lock_defaults();
-    match defaults.iter().find(|(known, _)| *known == id) {
+    let timer = match defaults.iter().find(|(known, _)| *known == id) {
         // Another thread built one first: use it, and drop ours unlocked.
         Some((_, first)) => {
             let first = first.clone();
@@ -155,6 +175,10 @@ fn runtime_default(handle: &Handle) -> Timer {
             defaults.push((id, built.clone()));
             built
         }
+    };
+    Found {
+        timer,
+        remember: true,
     }
 }
 

@@ -511,14 +511,17 @@ impl Builder {
             return Ok(Timer::from_parts(core, shards, self.max_pending));
         }
         let runtime = Handle::try_current().ok();
+        // Whether the runtime has time: `None` when that cannot be found out now (this
+        // thread is unwinding). Asked for explicitly, it is assumed; by default, not.
+        let time = |handle: &Handle| driver::runtime::time_enabled(handle);
         let tokio = match (self.driver, &runtime) {
             (Some(Driver::Thread), _) => None,
             (Some(Driver::Tokio), None) => return Err(BuildError(ErrorKind::NoRuntime)),
-            (Some(Driver::Tokio), Some(handle)) if !driver::runtime::time_enabled(handle) => {
+            (Some(Driver::Tokio), Some(handle)) if time(handle) == Some(false) => {
                 return Err(BuildError(ErrorKind::TimeDisabled));
             }
             (Some(Driver::Tokio), Some(handle)) => Some(handle),
-            (None, Some(handle)) if driver::runtime::time_enabled(handle) => Some(handle),
+            (None, Some(handle)) if time(handle) == Some(true) => Some(handle),
             (None, _) => None,
         };
         let (core, shards) = match tokio {
