@@ -22,6 +22,13 @@
 //! `HashedWheelTimer` and Kafka's `SystemTimer`, on the same wheel and driver as every
 //! `Sleep` (see the [`Timer`] docs on callbacks).
 //!
+//! # Purgatory
+//!
+//! [`purgatory::Purgatory`] keeps operations waiting under several keys for a condition or
+//! a deadline, each ending exactly once, and leaving every key the moment it ends (Kafka's
+//! `DelayedOperationPurgatory`, with no purge); [`purgatory::ThresholdPurgatory`] waits for
+//! a key's value to reach a threshold in O(completed).
+//!
 //! # Switching from `tokio::time`
 //!
 //! The crate root mirrors `tokio::time`: `sleep`, `sleep_until`, `Sleep`, `timeout`,
@@ -60,6 +67,7 @@
 
 mod callback;
 mod driver;
+pub mod purgatory;
 mod time;
 mod timer;
 mod wheel;

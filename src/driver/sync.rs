@@ -3,12 +3,12 @@
 
 #[cfg(tickless_loom)]
 pub(crate) use loom::sync::{
-    atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering},
+    atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering},
     Condvar, Mutex, MutexGuard,
 };
 #[cfg(not(tickless_loom))]
 pub(crate) use std::sync::{
-    atomic::{AtomicU64, AtomicU8, Ordering},
+    atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering},
     Condvar, Mutex, MutexGuard,
 };
 
@@ -31,4 +31,12 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Lets other threads run (loom's, so a model can make progress through a wait).
+pub(crate) fn yield_now() {
+    #[cfg(tickless_loom)]
+    loom::thread::yield_now();
+    #[cfg(not(tickless_loom))]
+    std::thread::yield_now();
 }

@@ -1,0 +1,130 @@
+//! Every interleaving of an operation's end, under loom: a check racing its expiry racing
+//! a drop (cancel), and a check racing a check. Exactly one of them ends it, with the
+//! outcome that one chose; its condition never runs on two threads at once; a check that
+//! finds it running is not lost.
+//!
+//! Run with `RUSTFLAGS="--cfg tickless_loom" cargo test --release --lib loom`.
+
+use super::op::{Condition, Ended, Op, Outcome};
+use crate::driver::sync::Ordering;
+use loom::sync::atomic::{AtomicBool, AtomicUsize};
+use loom::sync::Arc;
+use std::task::Waker;
+
+/// Completes once `ready` is set; asserts it never runs concurrently with itself.
+struct Flagged {
+    ready: Arc<AtomicBool>,
+    running: Arc<AtomicBool>,
+    overlaps: Arc<AtomicUsize>,
+    finished: Arc<AtomicUsize>,
+}
+
+impl Condition<u8> for Flagged {
+    fn check(&mut self) -> Option<u8> {
+        // Counted, not asserted: a panic here would be caught as "does not hold".
+        if self.running.swap(true, Ordering::SeqCst) {
+            self.overlaps.fetch_add(1, Ordering::SeqCst);
+        }
+        let ready = self.ready.load(Ordering::SeqCst);
+        self.running.store(false, Ordering::SeqCst);
+        ready.then_some(1)
+    }
+
+    fn finish(self: Box<Self>, outcome: Outcome<u8>) -> Option<Outcome<u8>> {
+        self.finished.fetch_add(1, Ordering::SeqCst);
+        Some(outcome)
+    }
+}
+
+/// An operation on a [`Flagged`] condition, its `ready` flag, and the counts of its
+/// finishes and of overlapping runs.
+fn op(
+    ready: bool,
+) -> (
+    Arc<Op<u8>>,
+    Arc<AtomicBool>,
+    Arc<AtomicUsize>,
+    Arc<AtomicUsize>,
+) {
+    let ready = Arc::new(AtomicBool::new(ready));
+    let finished = Arc::new(AtomicUsize::new(0));
+    let overlaps = Arc::new(AtomicUsize::new(0));
+    let op = Arc::new(Op::new(Box::new(Flagged {
+        ready: ready.clone(),
+        running: Arc::new(AtomicBool::new(false)),
+        overlaps: overlaps.clone(),
+        finished: finished.clone(),
+    })));
+    (op, ready, finished, overlaps)
+}
+
+#[test]
+fn loom_a_check_racing_expiry_racing_a_cancel_ends_it_once() {
+    loom::model(|| {
+        let (op, _, finished, overlaps) = op(true);
+        let check = {
+            let op = op.clone();
+            loom::thread::spawn(move || op.try_complete())
+        };
+        let expire = {
+            let op = op.clone();
+            loom::thread::spawn(move || op.expire())
+        };
+        let cancelled = op.cancel();
+        let ended: Vec<Ended> = [check.join().unwrap(), expire.join().unwrap(), cancelled]
+            .into_iter()
+            .flatten()
+            .collect();
+        assert_eq!(ended.len(), 1, "ended by {ended:?}");
+        assert_eq!(
+            finished.load(Ordering::SeqCst),
+            1,
+            "finished twice or never"
+        );
+        assert_eq!(
+            overlaps.load(Ordering::SeqCst),
+            0,
+            "ran on two threads at once"
+        );
+        let outcome = match op.poll(Waker::noop()) {
+            std::task::Poll::Ready(Some(outcome)) => outcome,
+            other => panic!("ended, but the future sees {other:?}"),
+        };
+        let expected = match ended[0] {
+            Ended::Completed => Outcome::Completed(1),
+            Ended::Expired => Outcome::Expired,
+            Ended::Cancelled => Outcome::Cancelled,
+        };
+        assert_eq!(outcome, expected);
+    });
+}
+
+#[test]
+fn loom_a_check_finding_the_condition_running_is_not_lost() {
+    loom::model(|| {
+        let (op, ready, _, overlaps) = op(false);
+        let first = {
+            let op = op.clone();
+            loom::thread::spawn(move || op.try_complete())
+        };
+        // The condition turns true, then a second check: whichever check runs after that
+        // (this one, or the first one again, asked to) completes it.
+        ready.store(true, Ordering::SeqCst);
+        let second = op.try_complete();
+        let first = first.join().unwrap();
+        let completed = [first, second]
+            .into_iter()
+            .filter(|ended| *ended == Some(Ended::Completed))
+            .count();
+        assert_eq!(
+            completed, 1,
+            "lost, or completed twice: {first:?} {second:?}"
+        );
+        assert_eq!(
+            overlaps.load(Ordering::SeqCst),
+            0,
+            "ran on two threads at once"
+        );
+        assert!(op.is_done());
+    });
+}

@@ -1,0 +1,597 @@
+//! A purgatory of delayed operations: Kafka's `DelayedOperationPurgatory`, async,
+//! exactly once, with no purge.
+//!
+//! An operation waits under several keys for its condition, or for its deadline. An
+//! event on a key ([`Purgatory::check`]) runs the conditions of the operations watching
+//! it; an operation ends exactly once: completed (its condition held, or a force), expired
+//! (its deadline came first, on the timer's driver: no reaper thread), or cancelled
+//! (withdrawn). [`ThresholdPurgatory`] is the common special case done in O(completed):
+//! wait until a key's value reaches a threshold.
+//!
+//! | Kafka | tickless |
+//! | --- | --- |
+//! | `tryCompleteElseWatch(op, keys)` | [`Purgatory::watch`] (a future) or [`Purgatory::watch_operation`] (a [`DelayedOperation`]) |
+//! | `checkAndComplete(key)` | [`Purgatory::check`] |
+//! | `forceComplete()` | [`Watch::force_complete`], [`OperationHandle::force_complete`] |
+//! | `onComplete`, `onExpiration` | [`DelayedOperation::on_complete`], [`DelayedOperation::on_expiration`] |
+//! | `cancelForKey(key)` | [`Purgatory::cancel_for_key`] |
+//! | `watched()`, `numDelayed()` | [`Purgatory::watched`], [`Purgatory::delayed`] (exact, O(1)) |
+//! | the expiration reaper thread | the timer's driver |
+//! | the purge of completed operations, every 1,000 | none needed: an operation that ends leaves every key at once |
+//! | raft's `ThresholdPurgatory` | [`ThresholdPurgatory`] |
+//!
+//! # How
+//!
+//! Each operation has one atomic state ([`op`]) that decides how it ends, and makes sure
+//! its condition never runs on two threads at once: a check that finds it running asks
+//! the runner to run it again instead of waiting, so no completion is lost. No lock of the
+//! purgatory is held while user code runs (conditions, `on_complete`, wakers, and drops of
+//! operations and their values); keys' `Hash` and `Eq` run under the lock of the key's
+//! shard, as in any map.
+//!
+//! Keys are spread over shards by their hash, each shard a map from key to the operations
+//! watching it, behind its own lock, so checks of different keys on different threads do
+//! not contend. An operation records where it is linked under each key; whoever ends it
+//! unlinks it from all of them at once (O(keys)) and cancels its expiry, so a completed
+//! operation keeps no memory anywhere: nothing waits for a purge.
+
+mod op;
+mod threshold;
+
+#[cfg(all(test, tickless_loom))]
+mod loom_tests;
+
+pub use op::Outcome;
+pub use threshold::{ThresholdHandle, ThresholdPurgatory, ThresholdWait};
+
+use crate::driver::clock::deadline_after;
+use crate::driver::sync::{lock, Mutex};
+use crate::{Scheduled, Timer};
+use op::{Condition, Ended, Forced, Op};
+use slab::Slab;
+use std::collections::hash_map::RandomState;
+use std::collections::HashMap;
+use std::fmt;
+use std::future::Future;
+use std::hash::{BuildHasher, Hash};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// An operation in the purgatory, as the key index and its handles see it.
+struct Entry<K, T> {
+    op: Op<T>,
+    keys: Box<[K]>,
+    /// Where it is linked under each key (`(shard, slot)`, in `keys`' order), once it
+    /// is; taken by whoever unlinks it.
+    links: Mutex<Vec<Option<(u32, u32)>>>,
+    /// Its expiry on the timer, until it ends.
+    expiry: Mutex<Option<Scheduled>>,
+}
+
+/// One shard of the key index.
+type Shard<K, T> = HashMap<K, Slab<Arc<Entry<K, T>>>>;
+
+struct Inner<K, T> {
+    timer: Timer,
+    hasher: RandomState,
+    shards: Box<[Mutex<Shard<K, T>>]>,
+    /// Links of operations under keys.
+    watched: AtomicUsize,
+    /// Operations watched and not ended.
+    delayed: AtomicUsize,
+}
+
+/// Operations waiting under keys for a condition or a deadline (Kafka's
+/// `DelayedOperationPurgatory`); see the [module docs](self).
+///
+/// Cheap to clone: every clone is the same purgatory.
+///
+/// ```
+/// use std::sync::atomic::{AtomicU64, Ordering};
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use tickless::purgatory::{Outcome, Purgatory};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let purgatory = Purgatory::new();
+/// let replicated = Arc::new(AtomicU64::new(0));
+/// // A produce request waits until 100 bytes are replicated on partition "p0", or 200 ms.
+/// let seen = replicated.clone();
+/// let request = purgatory.watch(["p0"], Duration::from_millis(200), move || {
+///     let bytes = seen.load(Ordering::SeqCst);
+///     (bytes >= 100).then_some(bytes)
+/// });
+/// replicated.store(150, Ordering::SeqCst);
+/// assert_eq!(purgatory.check(&"p0"), 1);
+/// assert_eq!(request.await, Outcome::Completed(150));
+/// assert_eq!((purgatory.watched(), purgatory.delayed()), (0, 0));
+/// # }
+/// ```
+pub struct Purgatory<K, T> {
+    inner: Arc<Inner<K, T>>,
+}
+
+impl<K, T> Clone for Purgatory<K, T> {
+    fn clone(&self) -> Self {
+        Purgatory {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<K, T> fmt::Debug for Purgatory<K, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Purgatory")
+            .field("watched", &self.inner.watched.load(Ordering::Relaxed))
+            .field("delayed", &self.inner.delayed.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K, T> Default for Purgatory<K, T>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    T: Send + 'static,
+{
+    fn default() -> Self {
+        Purgatory::new()
+    }
+}
+
+/// A condition given as a closure, whose outcome goes to the operation's future.
+struct Closure<F>(F);
+
+impl<T, F: FnMut() -> Option<T> + Send> Condition<T> for Closure<F> {
+    fn check(&mut self) -> Option<T> {
+        (self.0)()
+    }
+
+    fn finish(self: Box<Self>, outcome: Outcome<T>) -> Option<Outcome<T>> {
+        Some(outcome)
+    }
+}
+
+/// Kafka's `DelayedOperation`: an operation with its own condition and completion hooks,
+/// watched with [`Purgatory::watch_operation`].
+///
+/// Exactly one of [`on_complete`](Self::on_complete) and
+/// [`on_expiration`](Self::on_expiration) runs, unless the operation is cancelled (then
+/// neither). They run on the thread that ended the operation: a checker's, or the timer's
+/// driver for an expiry, with no lock held. [`try_complete`](Self::try_complete) is never
+/// run on two threads at once.
+pub trait DelayedOperation: Send + 'static {
+    /// What the operation completes with.
+    type Output: Send + 'static;
+
+    /// Whether the operation can complete now: `Some` with its output if so.
+    fn try_complete(&mut self) -> Option<Self::Output>;
+
+    /// The operation completed (its condition held, or it was forced).
+    fn on_complete(&mut self, output: Self::Output);
+
+    /// The operation's deadline came before it completed.
+    fn on_expiration(&mut self) {}
+}
+
+struct Delayed<D>(D);
+
+impl<D: DelayedOperation> Condition<D::Output> for Delayed<D> {
+    fn check(&mut self) -> Option<D::Output> {
+        self.0.try_complete()
+    }
+
+    fn finish(mut self: Box<Self>, outcome: Outcome<D::Output>) -> Option<Outcome<D::Output>> {
+        match outcome {
+            Outcome::Completed(output) => self.0.on_complete(output),
+            Outcome::Expired => self.0.on_expiration(),
+            Outcome::Cancelled => {}
+        }
+        None
+    }
+}
+
+impl<K, T> Purgatory<K, T>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    T: Send + 'static,
+{
+    /// An empty purgatory whose deadlines are kept by the [current timer](Timer::current).
+    pub fn new() -> Self {
+        Purgatory::with_timer(Timer::current())
+    }
+
+    /// An empty purgatory whose deadlines are kept by `timer`: its clock, its driver.
+    pub fn with_timer(timer: Timer) -> Self {
+        let shards = crate::timer::default_shards();
+        Purgatory {
+            inner: Arc::new(Inner {
+                timer,
+                hasher: RandomState::new(),
+                shards: (0..shards).map(|_| Mutex::new(HashMap::new())).collect(),
+                watched: AtomicUsize::new(0),
+                delayed: AtomicUsize::new(0),
+            }),
+        }
+    }
+
+    /// Watches an operation under `keys` until `condition` holds when checked, or
+    /// `timeout` passes. Kafka's `tryCompleteElseWatch`: the condition is tried first
+    /// (completing at once, without watching, if it holds), then the operation is
+    /// watched under every key, then the condition is tried once more, so an event
+    /// between the first try and the watch is not missed.
+    ///
+    /// The returned future resolves to the [`Outcome`]. Dropping it withdraws the
+    /// operation from every key and from the timer.
+    ///
+    /// # Panics
+    ///
+    /// If the purgatory's timer has a [`max_pending`](crate::Builder::max_pending) limit
+    /// and is at it: each deadline is a callback on the timer.
+    pub fn watch<I, F>(&self, keys: I, timeout: Duration, condition: F) -> Watch<K, T>
+    where
+        I: IntoIterator<Item = K>,
+        F: FnMut() -> Option<T> + Send + 'static,
+    {
+        let deadline = deadline_after(self.inner.timer.now(), timeout);
+        self.watch_until(keys, deadline, condition)
+    }
+
+    /// [`watch`](Self::watch) with a deadline instead of a timeout.
+    ///
+    /// # Panics
+    ///
+    /// As [`watch`](Self::watch).
+    pub fn watch_until<I, F>(&self, keys: I, deadline: Instant, condition: F) -> Watch<K, T>
+    where
+        I: IntoIterator<Item = K>,
+        F: FnMut() -> Option<T> + Send + 'static,
+    {
+        let entry = self
+            .inner
+            .watch(keys, deadline, Box::new(Closure(condition)));
+        Watch {
+            entry,
+            inner: self.inner.clone(),
+        }
+    }
+
+    /// Watches a [`DelayedOperation`] under `keys` until it completes or `timeout` passes,
+    /// as [`watch`](Self::watch) does; its hooks are told how it ended. The handle may
+    /// be dropped: the operation stays watched.
+    ///
+    /// # Panics
+    ///
+    /// As [`watch`](Self::watch).
+    pub fn watch_operation<I, D>(
+        &self,
+        keys: I,
+        timeout: Duration,
+        operation: D,
+    ) -> OperationHandle<K, T>
+    where
+        I: IntoIterator<Item = K>,
+        D: DelayedOperation<Output = T>,
+    {
+        let deadline = deadline_after(self.inner.timer.now(), timeout);
+        let entry = self
+            .inner
+            .watch(keys, deadline, Box::new(Delayed(operation)));
+        OperationHandle {
+            entry,
+            inner: self.inner.clone(),
+        }
+    }
+
+    /// Runs the condition of every operation watching `key`, on this thread (Kafka's
+    /// `checkAndComplete`), and returns how many completed. A condition already running
+    /// elsewhere runs once more there.
+    pub fn check(&self, key: &K) -> usize {
+        self.inner
+            .watching(key)
+            .into_iter()
+            .filter(|entry| {
+                let ended = entry.op.try_complete();
+                if ended.is_some() {
+                    self.inner.finish(entry);
+                }
+                ended == Some(Ended::Completed)
+            })
+            .count()
+    }
+
+    /// Cancels every operation watching `key` (their outcome is `Cancelled`, and they
+    /// leave all their keys); returns how many it cancelled.
+    pub fn cancel_for_key(&self, key: &K) -> usize {
+        self.inner
+            .watching(key)
+            .into_iter()
+            .filter(|entry| {
+                let ended = entry.op.cancel().is_some();
+                if ended {
+                    self.inner.finish(entry);
+                }
+                ended
+            })
+            .count()
+    }
+
+    /// How many links of operations under keys there are: an operation watching three
+    /// keys counts three. Exact, O(1).
+    pub fn watched(&self) -> usize {
+        self.inner.watched.load(Ordering::Acquire)
+    }
+
+    /// How many operations are watched and have not ended. Exact, O(1).
+    pub fn delayed(&self) -> usize {
+        self.inner.delayed.load(Ordering::Acquire)
+    }
+}
+
+impl<K, T> Inner<K, T>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    T: Send + 'static,
+{
+    fn shard_of(&self, key: &K) -> usize {
+        (self.hasher.hash_one(key) % self.shards.len() as u64) as usize
+    }
+
+    /// The operations watching `key` now.
+    fn watching(&self, key: &K) -> Vec<Arc<Entry<K, T>>> {
+        let shard = lock(&self.shards[self.shard_of(key)]);
+        shard
+            .get(key)
+            .map(|slab| slab.iter().map(|(_, entry)| entry.clone()).collect())
+            .unwrap_or_default()
+    }
+
+    fn watch<I>(
+        self: &Arc<Self>,
+        keys: I,
+        deadline: Instant,
+        condition: Box<dyn Condition<T>>,
+    ) -> Arc<Entry<K, T>>
+    where
+        I: IntoIterator<Item = K>,
+    {
+        let keys: Box<[K]> = keys.into_iter().collect();
+        let entry = Arc::new(Entry {
+            op: Op::new(condition),
+            links: Mutex::new(vec![None; keys.len()]),
+            keys,
+            expiry: Mutex::new(None),
+        });
+        // First try: nobody else knows of the operation yet.
+        if entry.op.try_complete().is_some() {
+            return entry;
+        }
+        self.delayed.fetch_add(1, Ordering::AcqRel);
+        for (i, key) in entry.keys.iter().enumerate() {
+            let shard = self.shard_of(key);
+            let slot = lock(&self.shards[shard])
+                .entry(key.clone())
+                .or_default()
+                .insert(entry.clone());
+            self.watched.fetch_add(1, Ordering::AcqRel);
+            // A check under an earlier key may have ended it meanwhile, unlinking only the
+            // links it found: then this one is unlinked here.
+            let mut links = lock(&entry.links);
+            links[i] = Some((shard as u32, slot as u32));
+            let late = entry.op.is_done().then(|| links[i].take()).flatten();
+            drop(links);
+            if let Some(link) = late {
+                self.unlink(key, link);
+            }
+        }
+        let expiry = {
+            let (inner, watched) = (self.clone(), entry.clone());
+            self.timer.schedule_at(deadline, move || {
+                if watched.op.expire().is_some() {
+                    inner.finish(&watched);
+                }
+            })
+        };
+        let expiry = expiry.unwrap_or_else(|error| {
+            panic!("tickless: a purgatory's deadline could not be scheduled on its timer: {error}")
+        });
+        *lock(&entry.expiry) = Some(expiry);
+        if entry.op.is_done() {
+            // Ended before its expiry was stored: whoever ended it found none to cancel.
+            if let Some(expiry) = lock(&entry.expiry).take() {
+                expiry.cancel();
+            }
+        } else if entry.op.try_complete().is_some() {
+            self.finish(&entry);
+        }
+        entry
+    }
+
+    /// After an operation ended (called once, by whoever ended it): unlinks it from every
+    /// key it is linked under and cancels its expiry.
+    fn finish(&self, entry: &Entry<K, T>) {
+        let links: Vec<(usize, (u32, u32))> = lock(&entry.links)
+            .iter_mut()
+            .enumerate()
+            .filter_map(|(i, link)| Some((i, link.take()?)))
+            .collect();
+        for (i, link) in links {
+            self.unlink(&entry.keys[i], link);
+        }
+        if let Some(expiry) = lock(&entry.expiry).take() {
+            expiry.cancel();
+        }
+        self.delayed.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    fn unlink(&self, key: &K, (shard, slot): (u32, u32)) {
+        let removed = {
+            let mut shard = lock(&self.shards[shard as usize]);
+            let slab = shard.get_mut(key).expect("a linked key is in the index");
+            let removed = slab.remove(slot as usize);
+            if slab.is_empty() {
+                shard.remove(key);
+            }
+            removed
+        };
+        self.watched.fetch_sub(1, Ordering::AcqRel);
+        // Dropped unlocked: it may be the last reference, dropping the user's condition.
+        drop(removed);
+    }
+}
+
+/// A watched operation's future: resolves to its [`Outcome`]. Made by
+/// [`Purgatory::watch`]. Dropping it before it resolves withdraws the operation from every
+/// key and from the timer.
+#[must_use = "dropping it withdraws the operation"]
+pub struct Watch<K, T>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    T: Send + 'static,
+{
+    entry: Arc<Entry<K, T>>,
+    inner: Arc<Inner<K, T>>,
+}
+
+impl<K, T> Watch<K, T>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    T: Send + 'static,
+{
+    /// Completes the operation with `value`, unless it has ended (Kafka's
+    /// `forceComplete`): `Ok` if it completed with this value, else the value back. If its
+    /// condition is running on another thread at that moment, this waits for it to finish,
+    /// and the condition's own value wins if it holds; so do not call this from inside the
+    /// operation's own condition.
+    pub fn force_complete(&self, value: T) -> Result<(), T> {
+        force(&self.inner, &self.entry, value)
+    }
+
+    /// Withdraws the operation: `true` if this ended it (its outcome is then `Cancelled`).
+    pub fn cancel(&self) -> bool {
+        cancel(&self.inner, &self.entry)
+    }
+
+    /// Whether the operation has ended.
+    pub fn is_done(&self) -> bool {
+        self.entry.op.is_done()
+    }
+}
+
+fn force<K, T>(inner: &Inner<K, T>, entry: &Entry<K, T>, value: T) -> Result<(), T>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    T: Send + 'static,
+{
+    match entry.op.force(value) {
+        Forced::Here => {
+            inner.finish(entry);
+            Ok(())
+        }
+        Forced::ByRunner => Ok(()),
+        Forced::No(value) => Err(value),
+    }
+}
+
+fn cancel<K, T>(inner: &Inner<K, T>, entry: &Entry<K, T>) -> bool
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    T: Send + 'static,
+{
+    let ended = entry.op.cancel().is_some();
+    if ended {
+        inner.finish(entry);
+    }
+    ended
+}
+
+impl<K, T> Future for Watch<K, T>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    T: Send + 'static,
+{
+    type Output = Outcome<T>;
+
+    /// # Panics
+    ///
+    /// If polled again after it resolved.
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Outcome<T>> {
+        match self.entry.op.poll(cx.waker()) {
+            Poll::Ready(Some(outcome)) => Poll::Ready(outcome),
+            Poll::Ready(None) => panic!("a purgatory Watch polled after it resolved"),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl<K, T> Drop for Watch<K, T>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    T: Send + 'static,
+{
+    fn drop(&mut self) {
+        if !self.entry.op.is_done() {
+            cancel(&self.inner, &self.entry);
+        }
+    }
+}
+
+impl<K, T> fmt::Debug for Watch<K, T>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    T: Send + 'static,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Watch")
+            .field("done", &self.is_done())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A handle to a [`DelayedOperation`] in a purgatory. Dropping it leaves the operation
+/// watched.
+pub struct OperationHandle<K, T>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    T: Send + 'static,
+{
+    entry: Arc<Entry<K, T>>,
+    inner: Arc<Inner<K, T>>,
+}
+
+impl<K, T> OperationHandle<K, T>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    T: Send + 'static,
+{
+    /// As [`Watch::force_complete`]: `on_complete` runs with `value` if this completed it.
+    pub fn force_complete(&self, value: T) -> Result<(), T> {
+        force(&self.inner, &self.entry, value)
+    }
+
+    /// Withdraws the operation: `true` if this ended it (then neither hook runs).
+    pub fn cancel(&self) -> bool {
+        cancel(&self.inner, &self.entry)
+    }
+
+    /// Whether the operation has ended.
+    pub fn is_done(&self) -> bool {
+        self.entry.op.is_done()
+    }
+}
+
+impl<K, T> fmt::Debug for OperationHandle<K, T>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    T: Send + 'static,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OperationHandle")
+            .field("done", &self.is_done())
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,370 @@
+//! One watched operation: its condition, its outcome, and the one atomic state that
+//! decides how it ends.
+//!
+//! An operation ends exactly once: completed by its condition (a check found it true),
+//! completed by force, expired, or cancelled. The state's phase says whether it waits,
+//! whether a thread is running its condition now, or whether it has ended; the flags
+//! record what arrived while the condition ran, for the runner to act on before it lets
+//! go:
+//!
+//! | from | event | to |
+//! | --- | --- | --- |
+//! | waiting | a check | running (this thread runs the condition, with no lock held) |
+//! | running | a check | running + recheck (the runner runs the condition again) |
+//! | running | the condition holds | ended: completed |
+//! | running | the condition does not hold | waiting, or: again if recheck; ended: forced / expired / cancelled if flagged |
+//! | waiting | expiry, cancel | ended: expired, cancelled |
+//! | running | expiry, cancel | running + flag (the runner ends it, unless the condition holds) |
+//! | waiting | force | ended: completed with the forced value |
+//! | running | force | running + flag, the value parked (the condition's own value wins if it holds) |
+//! | ended | anything | nothing |
+//!
+//! So the condition never runs on two threads at once, a check that finds it running is
+//! not lost (the runner checks again), and an expiry or cancel racing a check is decided
+//! by one compare-and-swap: the loser observes nothing. Whoever ends the operation gets
+//! [`Ended`] back and does what ending means (unlinking it from its keys, cancelling its
+//! expiry): exactly once.
+
+use crate::driver::sync::{lock, yield_now, AtomicU32, Mutex, Ordering};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::task::{Poll, Waker};
+
+const PHASE: u32 = 3;
+const WAITING: u32 = 0;
+const RUNNING: u32 = 1;
+const DONE: u32 = 2;
+/// A check arrived while the condition ran.
+const RECHECK: u32 = 4;
+/// The deadline came while the condition ran.
+const EXPIRE: u32 = 8;
+/// The operation was withdrawn while the condition ran.
+const CANCEL: u32 = 16;
+/// A value was forced while the condition ran; it waits in `forced`.
+const FORCE: u32 = 32;
+
+/// How a watched operation ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome<T> {
+    /// Its condition held (or it was completed by force), with this value.
+    Completed(T),
+    /// Its deadline came first.
+    Expired,
+    /// It was withdrawn: its future dropped, or
+    /// [`cancel_for_key`](super::Purgatory::cancel_for_key) called on one of its keys.
+    Cancelled,
+}
+
+impl<T> Outcome<T> {
+    /// Whether it completed.
+    pub fn is_completed(&self) -> bool {
+        matches!(self, Outcome::Completed(_))
+    }
+
+    /// Whether its deadline came first.
+    pub fn is_expired(&self) -> bool {
+        matches!(self, Outcome::Expired)
+    }
+
+    /// Whether it was withdrawn.
+    pub fn is_cancelled(&self) -> bool {
+        matches!(self, Outcome::Cancelled)
+    }
+
+    /// The value it completed with, if it did.
+    pub fn completed(self) -> Option<T> {
+        match self {
+            Outcome::Completed(value) => Some(value),
+            _ => None,
+        }
+    }
+}
+
+/// What the watcher of an operation supplies: its condition, and what to do when it ends.
+pub(super) trait Condition<T>: Send {
+    /// Whether the condition holds now: `Some` with the value it completes with.
+    fn check(&mut self) -> Option<T>;
+
+    /// The operation ended; hands the outcome back if this condition does not consume
+    /// it (it is then kept for the operation's future).
+    fn finish(self: Box<Self>, outcome: Outcome<T>) -> Option<Outcome<T>>;
+}
+
+/// What [`Op::force`] did.
+pub(super) enum Forced<T> {
+    /// This call completed it: the caller now unlinks it, once.
+    Here,
+    /// The thread running its condition completed it with the forced value (and unlinks
+    /// it).
+    ByRunner,
+    /// It had ended, or its condition held first: the value is handed back.
+    No(T),
+}
+
+/// How this call ended the operation (the caller now unlinks it, once).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Ended {
+    Completed,
+    Expired,
+    Cancelled,
+}
+
+pub(super) struct Op<T> {
+    state: AtomicU32,
+    /// The condition: taken out by the thread that runs it, put back before the state is
+    /// waiting again, dropped (by `finish`) when the operation ends.
+    cond: Mutex<Option<Box<dyn Condition<T>>>>,
+    /// A value forced while the condition ran.
+    forced: Mutex<Option<T>>,
+    /// The outcome once ended (unless the condition consumed it), and the future's waker.
+    slot: Mutex<Slot<T>>,
+}
+
+struct Slot<T> {
+    /// Set by `end`, with `outcome`: the future sees both or neither.
+    ended: bool,
+    outcome: Option<Outcome<T>>,
+    waker: Option<Waker>,
+}
+
+impl<T: Send> Op<T> {
+    pub(super) fn new(cond: Box<dyn Condition<T>>) -> Self {
+        Op {
+            state: AtomicU32::new(WAITING),
+            cond: Mutex::new(Some(cond)),
+            forced: Mutex::new(None),
+            slot: Mutex::new(Slot {
+                ended: false,
+                outcome: None,
+                waker: None,
+            }),
+        }
+    }
+
+    /// Whether it has ended.
+    pub(super) fn is_done(&self) -> bool {
+        self.state.load(Ordering::Acquire) & PHASE == DONE
+    }
+
+    /// Runs the condition (here, or by the thread running it now, again); `Some` if this
+    /// call ended the operation. Panics of the condition count as "does not hold".
+    pub(super) fn try_complete(&self) -> Option<Ended> {
+        let mut state = self.state.load(Ordering::Acquire);
+        loop {
+            match state & PHASE {
+                DONE => return None,
+                RUNNING => match self.state.compare_exchange_weak(
+                    state,
+                    state | RECHECK,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                ) {
+                    Ok(_) => return None,
+                    Err(now) => state = now,
+                },
+                _ => match self.state.compare_exchange_weak(
+                    state,
+                    RUNNING,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                ) {
+                    Ok(_) => return self.run(),
+                    Err(now) => state = now,
+                },
+            }
+        }
+    }
+
+    /// With the state running: runs the condition until it holds, or until no check,
+    /// expiry, cancel or force arrived while it ran.
+    fn run(&self) -> Option<Ended> {
+        let mut cond = lock(&self.cond)
+            .take()
+            .expect("the condition is there while the operation waits");
+        loop {
+            let held = catch_unwind(AssertUnwindSafe(|| cond.check())).unwrap_or(None);
+            if let Some(value) = held {
+                // The condition's own value wins over anything that arrived meanwhile. A
+                // read-modify-write, like every other change of the state, so that the
+                // flags set by racing threads are ordered before or after it, never lost
+                // over it (a plain store is not ordered against their compare-and-swaps).
+                self.state.swap(DONE, Ordering::AcqRel);
+                self.end(cond, Outcome::Completed(value));
+                return Some(Ended::Completed);
+            }
+            // Put the condition back before letting go, so the next runner finds it.
+            *lock(&self.cond) = Some(cond);
+            let mut state = self.state.load(Ordering::Acquire);
+            let next = loop {
+                let next = if state & FORCE != 0 {
+                    DONE
+                } else if state & RECHECK != 0 {
+                    RUNNING
+                } else if state & (EXPIRE | CANCEL) != 0 {
+                    DONE
+                } else {
+                    WAITING
+                };
+                match self.state.compare_exchange_weak(
+                    state,
+                    next,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                ) {
+                    Ok(_) => break next,
+                    Err(now) => state = now,
+                }
+            };
+            match next {
+                WAITING => return None,
+                RUNNING => {
+                    cond = lock(&self.cond).take().expect("put back above");
+                }
+                _ => {
+                    let cond = lock(&self.cond).take().expect("put back above");
+                    let (outcome, ended) = if state & FORCE != 0 {
+                        let value = lock(&self.forced).take().expect("parked with the flag");
+                        (Outcome::Completed(value), Ended::Completed)
+                    } else if state & EXPIRE != 0 {
+                        (Outcome::Expired, Ended::Expired)
+                    } else {
+                        (Outcome::Cancelled, Ended::Cancelled)
+                    };
+                    self.end(cond, outcome);
+                    return Some(ended);
+                }
+            }
+        }
+    }
+
+    /// The deadline came: `Some` if this call ended it (else it had ended, or its runner
+    /// will, seeing the flag).
+    pub(super) fn expire(&self) -> Option<Ended> {
+        self.end_unless_running(EXPIRE, Outcome::Expired)
+            .then_some(Ended::Expired)
+    }
+
+    /// Withdraws it: `Some` if this call ended it.
+    pub(super) fn cancel(&self) -> Option<Ended> {
+        self.end_unless_running(CANCEL, Outcome::Cancelled)
+            .then_some(Ended::Cancelled)
+    }
+
+    /// Completes it with `value` unless it has ended. If its condition is running, the
+    /// value waits for the runner, which completes it with the value unless the condition
+    /// holds (its own value wins); this call waits for the runner to finish, so must not
+    /// be made from inside this operation's own condition.
+    pub(super) fn force(&self, value: T) -> Forced<T> {
+        let mut value = Some(value);
+        let mut state = self.state.load(Ordering::Acquire);
+        loop {
+            match state & PHASE {
+                DONE => return Forced::No(value.take().expect("still ours")),
+                RUNNING if state & FORCE == 0 => {
+                    *lock(&self.forced) = value.take();
+                    match self.state.compare_exchange_weak(
+                        state,
+                        state | FORCE,
+                        Ordering::AcqRel,
+                        Ordering::Acquire,
+                    ) {
+                        Ok(_) => return self.await_runner(),
+                        Err(now) => {
+                            value = lock(&self.forced).take();
+                            state = now;
+                        }
+                    }
+                }
+                // Another force is parked: wait for the runner, then look again.
+                RUNNING => {
+                    yield_now();
+                    state = self.state.load(Ordering::Acquire);
+                }
+                _ => match self.state.compare_exchange_weak(
+                    state,
+                    DONE,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                ) {
+                    Ok(_) => {
+                        let cond = lock(&self.cond).take().expect("waiting: it is there");
+                        let value = value.take().expect("not parked");
+                        self.end(cond, Outcome::Completed(value));
+                        return Forced::Here;
+                    }
+                    Err(now) => state = now,
+                },
+            }
+        }
+    }
+
+    /// After parking a forced value: waits for the runner to end the operation, and says
+    /// whether it used the value.
+    fn await_runner(&self) -> Forced<T> {
+        while !self.is_done() {
+            yield_now();
+        }
+        match lock(&self.forced).take() {
+            Some(value) => Forced::No(value), // the condition held first
+            None => Forced::ByRunner,
+        }
+    }
+
+    /// Ends a waiting operation with `outcome`, or flags a running one; `true` if ended
+    /// here.
+    fn end_unless_running(&self, flag: u32, outcome: Outcome<T>) -> bool {
+        let mut state = self.state.load(Ordering::Acquire);
+        loop {
+            let (next, ends) = match state & PHASE {
+                DONE => return false,
+                RUNNING => (state | flag, false),
+                _ => (DONE, true),
+            };
+            match self
+                .state
+                .compare_exchange_weak(state, next, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) if ends => {
+                    let cond = lock(&self.cond).take().expect("waiting: it is there");
+                    self.end(cond, outcome);
+                    return true;
+                }
+                Ok(_) => return false,
+                Err(now) => state = now,
+            }
+        }
+    }
+
+    /// After the state went to ended: hands the outcome to the condition, keeps what it
+    /// hands back for the future, and wakes the future. No lock is held while user code
+    /// (the condition's `finish`, the waker) runs.
+    fn end(&self, cond: Box<dyn Condition<T>>, outcome: Outcome<T>) {
+        let kept = catch_unwind(AssertUnwindSafe(|| cond.finish(outcome))).unwrap_or(None);
+        let waker = {
+            let mut slot = lock(&self.slot);
+            slot.ended = true;
+            slot.outcome = kept;
+            slot.waker.take()
+        };
+        if let Some(waker) = waker {
+            let _ = catch_unwind(AssertUnwindSafe(|| waker.wake()));
+        }
+    }
+
+    /// For the operation's future: its outcome once ended (taken: `Pending` after it is
+    /// taken, and for an outcome its condition consumed); otherwise `waker` is woken when
+    /// it ends.
+    pub(super) fn poll(&self, waker: &Waker) -> Poll<Option<Outcome<T>>> {
+        let mut slot = lock(&self.slot);
+        if slot.ended {
+            return Poll::Ready(slot.outcome.take());
+        }
+        let old = if slot.waker.as_ref().is_some_and(|w| w.will_wake(waker)) {
+            None
+        } else {
+            slot.waker.replace(waker.clone())
+        };
+        drop(slot);
+        drop(old);
+        Poll::Pending
+    }
+}
