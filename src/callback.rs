@@ -321,6 +321,43 @@ impl Timer {
     }
 }
 
+/// Where an [expiry](Timer::expire_at) waits: its shard and its key.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Expiry {
+    shard: u32,
+    key: usize,
+}
+
+impl Timer {
+    /// Wakes `waker` on the driver when `deadline` comes, as a callback: it counts in
+    /// [`pending`](Self::pending) and keeps the timer alive, and is woken after the
+    /// driver's pass, with no lock held. For the purgatories, whose entries are their own
+    /// callbacks (no cell, no closure, no allocation) and decide exactly once themselves:
+    /// [`cancel_expiry`](Self::cancel_expiry) only unlinks the entry.
+    pub(crate) fn expire_at(&self, deadline: Instant, waker: Waker) -> Result<Expiry, Error> {
+        self.core()
+            .reserve_callback()
+            .map_err(Error::at_capacity_of)?;
+        let index = self.shard_index();
+        let shard = self.shard_at(index);
+        let tick = shard
+            .core
+            .clock
+            .nanos_tick(i128::from(shard.core.clock.offset(deadline)));
+        Ok(Expiry {
+            shard: index as u32,
+            key: shard.schedule(tick, waker),
+        })
+    }
+
+    /// Unlinks `expiry` unless the driver has taken it (to wake it); `data` is its
+    /// waker's data pointer, which tells its entry from one that reused the key.
+    pub(crate) fn cancel_expiry(&self, expiry: Expiry, data: *const ()) -> bool {
+        self.shard_at(expiry.shard as usize)
+            .cancel_callback(expiry.key, data)
+    }
+}
+
 /// Schedules `f` at `deadline_tick` on `shard` (the loom models, which build a shard by
 /// hand).
 #[cfg(all(test, tickless_loom))]

@@ -201,6 +201,48 @@ fn a_check_finding_the_condition_running_is_not_lost() {
     assert_eq!(poll_now(&mut watch), Poll::Ready(Outcome::Completed(9)));
 }
 
+#[test]
+fn an_expiry_and_a_recheck_arriving_while_the_condition_runs_end_it_expired() {
+    // The condition blocks in a check's run; meanwhile another check asks for a rerun and
+    // the deadline passes. The runner must end it expired: a rerun must not wipe the
+    // expiry (it did: the operation went back to waiting with no deadline, lost).
+    let timer = manual();
+    let purgatory: Purgatory<u32, u64> = Purgatory::with_timer(timer.clone());
+    let (in_condition, entered) = mpsc::channel();
+    let (release, released) = mpsc::channel::<()>();
+    let released = Mutex::new(released);
+    let runs = Arc::new(AtomicUsize::new(0));
+    let condition = {
+        let runs = runs.clone();
+        move || {
+            // The first two runs are watch's tries; the third blocks.
+            if runs.fetch_add(1, Ordering::SeqCst) == 2 {
+                in_condition.send(()).unwrap();
+                released.lock().unwrap().recv().unwrap();
+            }
+            None
+        }
+    };
+    let mut watch = purgatory.watch([1, 2], MS, condition);
+    let checker = {
+        let purgatory = purgatory.clone();
+        std::thread::spawn(move || purgatory.check(&1))
+    };
+    entered.recv().unwrap();
+    assert_eq!(
+        purgatory.check(&2),
+        0,
+        "busy: asks the runner to run it again"
+    );
+    timer.advance(2 * MS);
+    assert_eq!(purgatory.delayed(), 1, "running: the expiry only flags it");
+    release.send(()).unwrap();
+    assert_eq!(checker.join().unwrap(), 0);
+    assert_eq!(poll_now(&mut watch), Poll::Ready(Outcome::Expired));
+    assert_eq!((purgatory.watched(), purgatory.delayed()), (0, 0));
+    assert_eq!(runs.load(Ordering::SeqCst), 3, "ended without the rerun");
+}
+
 struct Produce {
     acked: Arc<AtomicBool>,
     log: Arc<Mutex<Vec<&'static str>>>,
@@ -379,6 +421,37 @@ fn advancing_a_key_completes_exactly_the_waiters_it_satisfies() {
     assert_eq!(poll_now(&mut waits[2]), Poll::Ready(Outcome::Expired));
     assert_eq!(poll_now(&mut other), Poll::Ready(Outcome::Expired));
     assert_eq!((hw.waiting(), timer.pending()), (0, 0));
+}
+
+#[test]
+fn operations_still_expire_once_every_handle_to_their_purgatory_is_gone() {
+    // Each operation is its own timer callback and holds its purgatory weakly: dropping
+    // every handle neither keeps the purgatory alive nor loses the expiries.
+    let timer = manual();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    {
+        let purgatory: Purgatory<&str, &'static str> = Purgatory::with_timer(timer.clone());
+        let produce = Produce {
+            acked: Arc::new(AtomicBool::new(false)),
+            log: log.clone(),
+        };
+        drop(purgatory.watch_operation(["p0", "p1"], MS, produce));
+        let watermarks: ThresholdPurgatory<&str> = ThresholdPurgatory::with_timer(timer.clone());
+        let log = log.clone();
+        let _ = watermarks.wait_then("p0", 7, MS, move |outcome| {
+            log.lock().unwrap().push(if outcome.is_expired() {
+                "threshold expired"
+            } else {
+                "?"
+            });
+        });
+    }
+    assert_eq!(timer.pending(), 2, "the expiries wait on the timer");
+    timer.advance(MS);
+    let mut log = log.lock().unwrap().clone();
+    log.sort_unstable();
+    assert_eq!(log, ["expired", "threshold expired"]);
+    assert_eq!(timer.pending(), 0);
 }
 
 #[test]

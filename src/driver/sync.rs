@@ -40,3 +40,26 @@ pub(crate) fn yield_now() {
     #[cfg(not(tickless_loom))]
     std::thread::yield_now();
 }
+
+/// A cell whose exclusive access a protocol guarantees instead of a lock (loom's under
+/// the cfg, which checks that no two threads ever touch it at once).
+#[cfg(tickless_loom)]
+pub(crate) use loom::cell::UnsafeCell;
+
+/// A cell whose exclusive access a protocol guarantees instead of a lock: std's, with
+/// loom's interface.
+#[cfg(not(tickless_loom))]
+#[derive(Debug)]
+pub(crate) struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
+
+#[cfg(not(tickless_loom))]
+impl<T> UnsafeCell<T> {
+    pub(crate) fn new(value: T) -> Self {
+        UnsafeCell(std::cell::UnsafeCell::new(value))
+    }
+
+    /// Calls `f` with a pointer to the value; dereferencing it is the caller's to justify.
+    pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+        f(self.0.get())
+    }
+}

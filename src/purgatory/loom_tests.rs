@@ -128,3 +128,30 @@ fn loom_a_check_finding_the_condition_running_is_not_lost() {
         assert!(op.is_done());
     });
 }
+
+#[test]
+fn loom_an_expiry_arriving_with_a_recheck_is_not_lost() {
+    loom::model(|| {
+        // The condition never holds: two checks and the expiry race; whatever the
+        // interleaving, the expiry ends it (a recheck asked of the runner must not wipe
+        // the expiry it was also told of).
+        let (op, _, finished, overlaps) = op(false);
+        let checks: Vec<_> = (0..2)
+            .map(|_| {
+                let op = op.clone();
+                loom::thread::spawn(move || op.try_complete())
+            })
+            .collect();
+        let expired = op.expire();
+        let ended: Vec<Ended> = checks
+            .into_iter()
+            .map(|check| check.join().unwrap())
+            .chain([expired])
+            .flatten()
+            .collect();
+        assert_eq!(ended, [Ended::Expired], "lost, or ended twice");
+        assert!(op.is_done());
+        assert_eq!(finished.load(Ordering::SeqCst), 1);
+        assert_eq!(overlaps.load(Ordering::SeqCst), 0);
+    });
+}

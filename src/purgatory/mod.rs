@@ -22,7 +22,7 @@
 //!
 //! # How
 //!
-//! Each operation has one atomic state ([`op`]) that decides how it ends, and makes sure
+//! Each operation has one atomic state (see `op.rs`) that decides how it ends, and makes sure
 //! its condition never runs on two threads at once: a check that finds it running asks
 //! the runner to run it again instead of waiting, so no completion is lost. No lock of the
 //! purgatory is held while user code runs (conditions, `on_complete`, wakers, and drops of
@@ -34,6 +34,22 @@
 //! not contend. An operation records where it is linked under each key; whoever ends it
 //! unlinks it from all of them at once (O(keys)) and cancels its expiry, so a completed
 //! operation keeps no memory anywhere: nothing waits for a purge.
+//!
+//! A check claims the operations watching its key under the shard's lock (one
+//! compare-and-swap each, no user code), then runs their conditions with the lock
+//! released. Since only a claimed operation's runner can end it, and only whoever ends an
+//! operation unlinks it, a claimed operation stays alive in the index until it has run:
+//! a check takes no reference count per operation, and a run costs two atomic operations
+//! (the claim and the release). That is the cost that grows with the rate squared, since
+//! a check runs every condition watching its key; it is the purgatory's only `unsafe`,
+//! besides the condition's cell in `op.rs` (loom checks both protocols' exclusion).
+//!
+//! An operation is its own timer callback (the timer wakes it when its deadline comes),
+//! so watching one allocates the operation, its condition and its keys, and nothing on
+//! the timer's side. A threshold wait is one allocation.
+//!
+//! Keys' `Hash` and `Eq` must not panic: one that does in the middle of a check leaves
+//! the operations it claimed unrun (as a panicking `Hash` corrupts any map).
 
 mod op;
 mod threshold;
@@ -44,9 +60,10 @@ mod loom_tests;
 pub use op::Outcome;
 pub use threshold::{ThresholdHandle, ThresholdPurgatory, ThresholdWait};
 
+use crate::callback::Expiry;
 use crate::driver::clock::deadline_after;
 use crate::driver::sync::{lock, Mutex};
-use crate::{Scheduled, Timer};
+use crate::Timer;
 use op::{Condition, Ended, Forced, Op};
 use slab::Slab;
 use std::collections::hash_map::RandomState;
@@ -56,20 +73,51 @@ use std::future::Future;
 use std::hash::{BuildHasher, Hash};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::sync::{Arc, Weak};
+use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// An operation in the purgatory, as the key index and its handles see it.
+/// An operation in the purgatory, as the key index and its handles see it. It is its
+/// own timer callback: the driver wakes it when its deadline comes.
 struct Entry<K, T> {
+    /// The purgatory, for the expiry (weak: operations pending do not keep a dropped
+    /// purgatory alive; they still expire).
+    inner: Weak<Inner<K, T>>,
     op: Op<T>,
     keys: Box<[K]>,
     /// Where it is linked under each key (`(shard, slot)`, in `keys`' order), once it
     /// is; taken by whoever unlinks it.
     links: Mutex<Vec<Option<(u32, u32)>>>,
     /// Its expiry on the timer, until it ends.
-    expiry: Mutex<Option<Scheduled>>,
+    expiry: Mutex<Option<Expiry>>,
+}
+
+impl<K, T> Entry<K, T> {
+    /// The data pointer of its expiry's waker.
+    fn data(&self) -> *const () {
+        (self as *const Self).cast()
+    }
+}
+
+impl<K, T> Wake for Entry<K, T>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    T: Send + 'static,
+{
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    /// The deadline came.
+    fn wake_by_ref(self: &Arc<Self>) {
+        if self.op.expire().is_some() {
+            // Unless the purgatory is gone, and its key index with it.
+            if let Some(inner) = self.inner.upgrade() {
+                inner.finish(self, Ended::Expired);
+            }
+        }
+    }
 }
 
 /// One shard of the key index.
@@ -290,18 +338,44 @@ where
     /// Runs the condition of every operation watching `key`, on this thread (Kafka's
     /// `checkAndComplete`), and returns how many completed. A condition already running
     /// elsewhere runs once more there.
+    #[allow(unsafe_code)]
     pub fn check(&self, key: &K) -> usize {
-        self.inner
-            .watching(key)
-            .into_iter()
-            .filter(|entry| {
-                let ended = entry.op.try_complete();
-                if ended.is_some() {
-                    self.inner.finish(entry);
-                }
-                ended == Some(Ended::Completed)
+        // Claimed under the shard's lock (a claim is one compare-and-swap, no user code),
+        // run after it is released. A claimed operation cannot end but by its runner
+        // (expiry, cancel and force only flag it), and only whoever ends an operation
+        // unlinks it, so it stays linked under `key`, kept alive by the index, until this
+        // thread has run it: no reference count per operation, the cost a check pays for
+        // every operation watching its key.
+        let claimed: Vec<*const Entry<K, T>> = {
+            let shard = lock(&self.inner.shards[self.inner.shard_of(key)]);
+            shard.get(key).map_or_else(Vec::new, |slab| {
+                let mut claimed = Vec::with_capacity(slab.len());
+                claimed.extend(
+                    slab.iter()
+                        .filter(|(_, entry)| entry.op.claim())
+                        .map(|(_, entry)| Arc::as_ptr(entry)),
+                );
+                claimed
             })
-            .count()
+        };
+        let mut completed = 0;
+        for entry in claimed {
+            // SAFETY: claimed above and not yet run, so alive (the index holds it), and this
+            // thread is its runner.
+            let ended = unsafe { (*entry).op.run() };
+            if let Some(ended) = ended {
+                // SAFETY: this thread ended it, so it is still linked (only its ender
+                // unlinks it) and alive: a reference of our own, for the unlinking, which
+                // drops the index's.
+                let entry = unsafe {
+                    Arc::increment_strong_count(entry);
+                    Arc::from_raw(entry)
+                };
+                self.inner.finish(&entry, ended);
+                completed += usize::from(ended == Ended::Completed);
+            }
+        }
+        completed
     }
 
     /// Cancels every operation watching `key` (their outcome is `Cancelled`, and they
@@ -313,7 +387,7 @@ where
             .filter(|entry| {
                 let ended = entry.op.cancel().is_some();
                 if ended {
-                    self.inner.finish(entry);
+                    self.inner.finish(entry, Ended::Cancelled);
                 }
                 ended
             })
@@ -361,6 +435,7 @@ where
     {
         let keys: Box<[K]> = keys.into_iter().collect();
         let entry = Arc::new(Entry {
+            inner: Arc::downgrade(self),
             op: Op::new(condition),
             links: Mutex::new(vec![None; keys.len()]),
             keys,
@@ -370,14 +445,16 @@ where
         if entry.op.try_complete().is_some() {
             return entry;
         }
+        // Counted once per operation, not per link: the counters are shared by every
+        // thread that watches and ends operations.
         self.delayed.fetch_add(1, Ordering::AcqRel);
+        self.watched.fetch_add(entry.keys.len(), Ordering::AcqRel);
         for (i, key) in entry.keys.iter().enumerate() {
             let shard = self.shard_of(key);
             let slot = lock(&self.shards[shard])
                 .entry(key.clone())
                 .or_default()
                 .insert(entry.clone());
-            self.watched.fetch_add(1, Ordering::AcqRel);
             // A check under an earlier key may have ended it meanwhile, unlinking only the
             // links it found: then this one is unlinked here.
             let mut links = lock(&entry.links);
@@ -386,44 +463,49 @@ where
             drop(links);
             if let Some(link) = late {
                 self.unlink(key, link);
+                self.watched.fetch_sub(1, Ordering::AcqRel);
             }
         }
-        let expiry = {
-            let (inner, watched) = (self.clone(), entry.clone());
-            self.timer.schedule_at(deadline, move || {
-                if watched.op.expire().is_some() {
-                    inner.finish(&watched);
-                }
-            })
-        };
-        let expiry = expiry.unwrap_or_else(|error| {
-            panic!("tickless: a purgatory's deadline could not be scheduled on its timer: {error}")
-        });
+        let expiry = self
+            .timer
+            .expire_at(deadline, Waker::from(entry.clone()))
+            .unwrap_or_else(|error| {
+                panic!(
+                    "tickless: a purgatory's deadline could not be scheduled on its timer: {error}"
+                )
+            });
         *lock(&entry.expiry) = Some(expiry);
         if entry.op.is_done() {
             // Ended before its expiry was stored: whoever ended it found none to cancel.
             if let Some(expiry) = lock(&entry.expiry).take() {
-                expiry.cancel();
+                self.timer.cancel_expiry(expiry, entry.data());
             }
-        } else if entry.op.try_complete().is_some() {
-            self.finish(&entry);
+        } else if let Some(ended) = entry.op.try_complete() {
+            self.finish(&entry, ended);
         }
         entry
     }
 
-    /// After an operation ended (called once, by whoever ended it): unlinks it from every
-    /// key it is linked under and cancels its expiry.
-    fn finish(&self, entry: &Entry<K, T>) {
-        let links: Vec<(usize, (u32, u32))> = lock(&entry.links)
-            .iter_mut()
-            .enumerate()
-            .filter_map(|(i, link)| Some((i, link.take()?)))
-            .collect();
-        for (i, link) in links {
-            self.unlink(&entry.keys[i], link);
+    /// After an operation ended (called once, by whoever ended it, saying how): unlinks
+    /// it from every key it is linked under and cancels its expiry.
+    fn finish(&self, entry: &Entry<K, T>, ended: Ended) {
+        // The links' lock is held across the unlinking (no path takes it after a shard's
+        // lock): a registration still linking the operation sees each link either taken
+        // here or not yet made.
+        let mut links = lock(&entry.links);
+        let mut unlinked = 0;
+        for (key, link) in entry.keys.iter().zip(links.iter_mut()) {
+            if let Some(link) = link.take() {
+                self.unlink(key, link);
+                unlinked += 1;
+            }
         }
-        if let Some(expiry) = lock(&entry.expiry).take() {
-            expiry.cancel();
+        drop(links);
+        self.watched.fetch_sub(unlinked, Ordering::AcqRel);
+        let expiry = lock(&entry.expiry).take();
+        // An expiry that fired has left the wheel already.
+        if let (Some(expiry), false) = (expiry, ended == Ended::Expired) {
+            self.timer.cancel_expiry(expiry, entry.data());
         }
         self.delayed.fetch_sub(1, Ordering::AcqRel);
     }
@@ -438,7 +520,6 @@ where
             }
             removed
         };
-        self.watched.fetch_sub(1, Ordering::AcqRel);
         // Dropped unlocked: it may be the last reference, dropping the user's condition.
         drop(removed);
     }
@@ -489,7 +570,7 @@ where
 {
     match entry.op.force(value) {
         Forced::Here => {
-            inner.finish(entry);
+            inner.finish(entry, Ended::Completed);
             Ok(())
         }
         Forced::ByRunner => Ok(()),
@@ -504,7 +585,7 @@ where
 {
     let ended = entry.op.cancel().is_some();
     if ended {
-        inner.finish(entry);
+        inner.finish(entry, Ended::Cancelled);
     }
     ended
 }

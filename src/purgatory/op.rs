@@ -12,7 +12,7 @@
 //! | waiting | a check | running (this thread runs the condition, with no lock held) |
 //! | running | a check | running + recheck (the runner runs the condition again) |
 //! | running | the condition holds | ended: completed |
-//! | running | the condition does not hold | waiting, or: again if recheck; ended: forced / expired / cancelled if flagged |
+//! | running | the condition does not hold | ended: forced / expired / cancelled if flagged; else again if recheck; else waiting |
 //! | waiting | expiry, cancel | ended: expired, cancelled |
 //! | running | expiry, cancel | running + flag (the runner ends it, unless the condition holds) |
 //! | waiting | force | ended: completed with the forced value |
@@ -24,8 +24,15 @@
 //! by one compare-and-swap: the loser observes nothing. Whoever ends the operation gets
 //! [`Ended`] back and does what ending means (unlinking it from its keys, cancelling its
 //! expiry): exactly once.
+//!
+//! The state is also the condition's lock: the thread that moved it to running, or from
+//! waiting to ended, owns the condition until it moves the state on, and no other thread
+//! touches it. So a run of a condition costs two compare-and-swaps and no lock: a check
+//! runs every condition watching its key, so this is the cost that grows with the rate
+//! squared (`unsafe` for that reason alone, in [`Op::cond`]'s three accessors; loom
+//! checks the exclusion).
 
-use crate::driver::sync::{lock, yield_now, AtomicU32, Mutex, Ordering};
+use crate::driver::sync::{lock, yield_now, AtomicU32, Mutex, Ordering, UnsafeCell};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::task::{Poll, Waker};
 
@@ -110,9 +117,11 @@ pub(super) enum Ended {
 
 pub(super) struct Op<T> {
     state: AtomicU32,
-    /// The condition: taken out by the thread that runs it, put back before the state is
-    /// waiting again, dropped (by `finish`) when the operation ends.
-    cond: Mutex<Option<Box<dyn Condition<T>>>>,
+    /// The condition, until the operation ends. Touched only by the operation's owner:
+    /// the thread whose compare-and-swap moved the state to running (until its next
+    /// change of the state), or from waiting to ended. The state's acquire-release
+    /// changes order each owner's accesses after the previous owner's.
+    cond: UnsafeCell<Option<Box<dyn Condition<T>>>>,
     /// A value forced while the condition ran.
     forced: Mutex<Option<T>>,
     /// The outcome once ended (unless the condition consumed it), and the future's waker.
@@ -126,11 +135,18 @@ struct Slot<T> {
     waker: Option<Waker>,
 }
 
+// SAFETY: `cond`, the one field that is not `Sync` by itself, is only touched by the
+// operation's owner of the moment, one thread at a time, each owner's accesses ordered
+// after the previous owner's by the state's acquire-release changes (see `Op::cond`); what
+// it holds is `Send`.
+#[allow(unsafe_code)]
+unsafe impl<T: Send> Sync for Op<T> {}
+
 impl<T: Send> Op<T> {
     pub(super) fn new(cond: Box<dyn Condition<T>>) -> Self {
         Op {
             state: AtomicU32::new(WAITING),
-            cond: Mutex::new(Some(cond)),
+            cond: UnsafeCell::new(Some(cond)),
             forced: Mutex::new(None),
             slot: Mutex::new(Slot {
                 ended: false,
@@ -147,60 +163,71 @@ impl<T: Send> Op<T> {
 
     /// Runs the condition (here, or by the thread running it now, again); `Some` if this
     /// call ended the operation. Panics of the condition count as "does not hold".
+    #[allow(unsafe_code)]
     pub(super) fn try_complete(&self) -> Option<Ended> {
+        if self.claim() {
+            // SAFETY: the claim made this thread the runner.
+            unsafe { self.run() }
+        } else {
+            None
+        }
+    }
+
+    /// A check's first half: `true` if this thread is now the condition's runner (it
+    /// must call [`run`](Self::run) next); otherwise the thread running it now was asked
+    /// to run it again, or it has ended. One compare-and-swap, no user code: a check makes
+    /// its claims under the lock of its key's shard.
+    pub(super) fn claim(&self) -> bool {
         let mut state = self.state.load(Ordering::Acquire);
         loop {
-            match state & PHASE {
-                DONE => return None,
-                RUNNING => match self.state.compare_exchange_weak(
-                    state,
-                    state | RECHECK,
-                    Ordering::AcqRel,
-                    Ordering::Acquire,
-                ) {
-                    Ok(_) => return None,
-                    Err(now) => state = now,
-                },
-                _ => match self.state.compare_exchange_weak(
-                    state,
-                    RUNNING,
-                    Ordering::AcqRel,
-                    Ordering::Acquire,
-                ) {
-                    Ok(_) => return self.run(),
-                    Err(now) => state = now,
-                },
+            let next = match state & PHASE {
+                DONE => return false,
+                RUNNING => state | RECHECK,
+                _ => RUNNING,
+            };
+            match self
+                .state
+                .compare_exchange_weak(state, next, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return next == RUNNING,
+                Err(now) => state = now,
             }
         }
     }
 
     /// With the state running: runs the condition until it holds, or until no check,
-    /// expiry, cancel or force arrived while it ran.
-    fn run(&self) -> Option<Ended> {
-        let mut cond = lock(&self.cond)
-            .take()
-            .expect("the condition is there while the operation waits");
+    /// expiry, cancel or force arrived while it ran. `Some` if this call ended the
+    /// operation; once it returns, the operation is no longer this thread's to touch
+    /// (unless it ended it: then it unlinks it).
+    ///
+    /// # Safety
+    ///
+    /// Only by the runner: once per [`claim`](Self::claim) that returned `true`, on that
+    /// thread.
+    #[allow(unsafe_code)]
+    pub(super) unsafe fn run(&self) -> Option<Ended> {
         loop {
-            let held = catch_unwind(AssertUnwindSafe(|| cond.check())).unwrap_or(None);
+            // SAFETY: the state is running, and this thread moved it there: it owns the
+            // condition.
+            let held = unsafe { self.check_cond() };
             if let Some(value) = held {
                 // The condition's own value wins over anything that arrived meanwhile. A
                 // read-modify-write, like every other change of the state, so that the
                 // flags set by racing threads are ordered before or after it, never lost
                 // over it (a plain store is not ordered against their compare-and-swaps).
                 self.state.swap(DONE, Ordering::AcqRel);
+                // SAFETY: this thread moved the state from running to ended.
+                let cond = unsafe { self.take_cond() };
                 self.end(cond, Outcome::Completed(value));
                 return Some(Ended::Completed);
             }
-            // Put the condition back before letting go, so the next runner finds it.
-            *lock(&self.cond) = Some(cond);
             let mut state = self.state.load(Ordering::Acquire);
             let next = loop {
-                let next = if state & FORCE != 0 {
+                // A flag that ends it wins over a recheck: running again would clear it.
+                let next = if state & (FORCE | EXPIRE | CANCEL) != 0 {
                     DONE
                 } else if state & RECHECK != 0 {
                     RUNNING
-                } else if state & (EXPIRE | CANCEL) != 0 {
-                    DONE
                 } else {
                     WAITING
                 };
@@ -216,11 +243,10 @@ impl<T: Send> Op<T> {
             };
             match next {
                 WAITING => return None,
-                RUNNING => {
-                    cond = lock(&self.cond).take().expect("put back above");
-                }
+                RUNNING => continue,
                 _ => {
-                    let cond = lock(&self.cond).take().expect("put back above");
+                    // SAFETY: this thread moved the state from running to ended.
+                    let cond = unsafe { self.take_cond() };
                     let (outcome, ended) = if state & FORCE != 0 {
                         let value = lock(&self.forced).take().expect("parked with the flag");
                         (Outcome::Completed(value), Ended::Completed)
@@ -234,6 +260,35 @@ impl<T: Send> Op<T> {
                 }
             }
         }
+    }
+
+    /// Runs the condition in place; a panic counts as "does not hold".
+    ///
+    /// # Safety
+    ///
+    /// Only by the operation's owner while the state is running (see [`Op::cond`]).
+    #[allow(unsafe_code)]
+    unsafe fn check_cond(&self) -> Option<T> {
+        self.cond.with_mut(|cond| {
+            // SAFETY: the caller owns the condition: no other thread touches it.
+            let cond = unsafe { &mut *cond }
+                .as_mut()
+                .expect("the condition is there until the operation ends");
+            catch_unwind(AssertUnwindSafe(|| cond.check())).unwrap_or(None)
+        })
+    }
+
+    /// Takes the condition out, to end the operation.
+    ///
+    /// # Safety
+    ///
+    /// Only by the thread that moved the state to ended (see [`Op::cond`]), once.
+    #[allow(unsafe_code)]
+    unsafe fn take_cond(&self) -> Box<dyn Condition<T>> {
+        self.cond
+            // SAFETY: the caller owns the condition: no other thread touches it.
+            .with_mut(|cond| unsafe { &mut *cond }.take())
+            .expect("taken once, by the thread that ended the operation")
     }
 
     /// The deadline came: `Some` if this call ended it (else it had ended, or its runner
@@ -286,7 +341,9 @@ impl<T: Send> Op<T> {
                     Ordering::Acquire,
                 ) {
                     Ok(_) => {
-                        let cond = lock(&self.cond).take().expect("waiting: it is there");
+                        // SAFETY: this thread moved the state from waiting to ended.
+                        #[allow(unsafe_code)]
+                        let cond = unsafe { self.take_cond() };
                         let value = value.take().expect("not parked");
                         self.end(cond, Outcome::Completed(value));
                         return Forced::Here;
@@ -324,7 +381,9 @@ impl<T: Send> Op<T> {
                 .compare_exchange_weak(state, next, Ordering::AcqRel, Ordering::Acquire)
             {
                 Ok(_) if ends => {
-                    let cond = lock(&self.cond).take().expect("waiting: it is there");
+                    // SAFETY: this thread moved the state from waiting to ended.
+                    #[allow(unsafe_code)]
+                    let cond = unsafe { self.take_cond() };
                     self.end(cond, outcome);
                     return true;
                 }

@@ -2,15 +2,13 @@
 //! `ThresholdPurgatory`; the `acks=all` case: "until the high watermark passes my
 //! offset").
 //!
-//! Each key has a value, which only rises, and its waiters ordered by threshold. Raising
-//! the value takes exactly the waiters it satisfies off the front, in O(log n) each: no
-//! condition is run for the others. Each waiter ends exactly once (reached, expired or
-//! cancelled) by one compare-and-swap, and its expiry is a callback on the timer.
+//! See [`ThresholdPurgatory`].
 
 use super::Outcome;
+use crate::callback::Expiry;
 use crate::driver::clock::deadline_after;
 use crate::driver::sync::{lock, AtomicU8, Mutex, Ordering};
-use crate::{Scheduled, Timer};
+use crate::Timer;
 use std::collections::hash_map::RandomState;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -19,17 +17,20 @@ use std::hash::{BuildHasher, Hash};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicUsize};
-use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
+use std::sync::{Arc, Weak};
+use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
 const WAITING: u8 = 0;
 const DONE: u8 = 1;
 
+/// A waiter as the key index holds it, whatever its outcome goes to.
+type Listed<K> = Arc<Waiter<K, dyn Then>>;
+
 /// A key's value and its waiters, by `(threshold, sequence)`.
 struct Key<K> {
     value: u64,
-    waiters: BTreeMap<(u64, u64), Arc<Waiter<K>>>,
+    waiters: BTreeMap<(u64, u64), Listed<K>>,
 }
 
 impl<K> Default for Key<K> {
@@ -42,21 +43,99 @@ impl<K> Default for Key<K> {
 }
 
 /// Where a waiter's outcome goes: its future, or its callback.
-enum Then {
-    Future {
-        outcome: Option<Outcome<u64>>,
-        waker: Option<Waker>,
-        ended: bool,
-    },
-    Callback(Option<Box<dyn FnOnce(Outcome<u64>) + Send>>),
+trait Then: Send + Sync {
+    /// Hands the outcome over (once), running no user code under a lock.
+    fn deliver(&self, outcome: Outcome<u64>);
 }
 
-struct Waiter<K> {
+/// To a [`ThresholdWait`].
+struct ToFuture(Mutex<Slot>);
+
+struct Slot {
+    /// Set with `outcome`, so the future sees both or neither.
+    ended: bool,
+    outcome: Option<Outcome<u64>>,
+    waker: Option<Waker>,
+}
+
+impl Then for ToFuture {
+    fn deliver(&self, outcome: Outcome<u64>) {
+        let waker = {
+            let mut slot = lock(&self.0);
+            slot.ended = true;
+            slot.outcome = Some(outcome);
+            slot.waker.take()
+        };
+        if let Some(waker) = waker {
+            let _ = catch_unwind(AssertUnwindSafe(|| waker.wake()));
+        }
+    }
+}
+
+/// To a callback (`wait_then`).
+struct ToCallback<F>(Mutex<Option<F>>);
+
+impl<F: FnOnce(Outcome<u64>) + Send> Then for ToCallback<F> {
+    fn deliver(&self, outcome: Outcome<u64>) {
+        let callback = lock(&self.0).take();
+        if let Some(callback) = callback {
+            let _ = catch_unwind(AssertUnwindSafe(|| callback(outcome)));
+        }
+    }
+}
+
+/// One wait, in one allocation: its key and threshold, the state that decides how it
+/// ends, its expiry, and where its outcome goes. It is its own timer callback: the
+/// driver wakes it when its deadline comes.
+struct Waiter<K, D: ?Sized> {
+    /// The purgatory, for the expiry (weak: waits pending do not keep a dropped
+    /// purgatory alive; they still expire).
+    inner: Weak<Inner<K>>,
     key: K,
     order: (u64, u64),
     state: AtomicU8,
-    then: Mutex<Then>,
-    expiry: Mutex<Option<Scheduled>>,
+    expiry: Mutex<Option<Expiry>>,
+    then: D,
+}
+
+impl<K, D: ?Sized> Waiter<K, D> {
+    /// The data pointer of its expiry's waker.
+    fn data(&self) -> *const () {
+        (self as *const Self).cast()
+    }
+
+    fn is_done(&self) -> bool {
+        self.state.load(Ordering::Acquire) == DONE
+    }
+}
+
+impl<K, D> Wake for Waiter<K, D>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    D: Then + 'static,
+{
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    /// The deadline came.
+    fn wake_by_ref(self: &Arc<Self>) {
+        match self.inner.upgrade() {
+            Some(inner) => {
+                inner.end(&**self, Outcome::Expired, true);
+            }
+            // The purgatory is gone, and its keys with it: it only remains to end it.
+            None => {
+                let ended = self
+                    .state
+                    .compare_exchange(WAITING, DONE, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok();
+                if ended {
+                    self.then.deliver(Outcome::Expired);
+                }
+            }
+        }
+    }
 }
 
 /// One shard of the keys.
@@ -70,7 +149,14 @@ struct Inner<K> {
     waiting: AtomicUsize,
 }
 
-/// Waiters for a key's value to reach a threshold; see the [module docs](self).
+/// Waiters for a key's value to reach a threshold (Kafka raft's `ThresholdPurgatory`; the
+/// `acks=all` case: "until the high watermark passes my offset").
+///
+/// Each key has a value, which only rises, and its waiters ordered by threshold. Raising
+/// the value takes exactly the waiters it satisfies off the front, in O(log n) each: no
+/// condition is run for the others. Each wait ends exactly once (reached, expired or
+/// cancelled) by one compare-and-swap; it is one allocation, and its own timer callback
+/// for its deadline.
 ///
 /// Cheap to clone: every clone is the same purgatory.
 ///
@@ -149,13 +235,13 @@ where
     /// If the purgatory's timer has a [`max_pending`](crate::Builder::max_pending) limit
     /// and is at it: each deadline is a callback on the timer.
     pub fn wait(&self, key: K, threshold: u64, timeout: Duration) -> ThresholdWait<K> {
-        let then = Then::Future {
+        let slot = ToFuture(Mutex::new(Slot {
+            ended: false,
             outcome: None,
             waker: None,
-            ended: false,
-        };
+        }));
         ThresholdWait {
-            waiter: self.inner.wait(key, threshold, timeout, then),
+            waiter: self.inner.wait(key, threshold, timeout, slot),
             inner: self.inner.clone(),
         }
     }
@@ -177,9 +263,9 @@ where
     where
         F: FnOnce(Outcome<u64>) + Send + 'static,
     {
-        let then = Then::Callback(Some(Box::new(then)));
+        let callback = ToCallback(Mutex::new(Some(then)));
         ThresholdHandle {
-            waiter: self.inner.wait(key, threshold, timeout, then),
+            waiter: self.inner.wait(key, threshold, timeout, callback),
             inner: self.inner.clone(),
         }
     }
@@ -188,7 +274,7 @@ where
     /// the waiters it now satisfies, each with `value`; returns how many. O(completed):
     /// the others are not looked at.
     pub fn advance(&self, key: &K, value: u64) -> usize {
-        let reached: Vec<Arc<Waiter<K>>> = {
+        let reached: Vec<Listed<K>> = {
             let mut shard = lock(&self.inner.shards[self.inner.shard_of(key)]);
             let state = match shard.get_mut(key) {
                 Some(state) => state,
@@ -234,20 +320,21 @@ where
         (self.hasher.hash_one(key) % self.shards.len() as u64) as usize
     }
 
-    fn wait(
+    fn wait<D: Then + 'static>(
         self: &Arc<Self>,
         key: K,
         threshold: u64,
         timeout: Duration,
-        then: Then,
-    ) -> Arc<Waiter<K>> {
+        then: D,
+    ) -> Arc<Waiter<K, D>> {
         let order = (threshold, self.sequence.fetch_add(1, Ordering::Relaxed));
         let waiter = Arc::new(Waiter {
+            inner: Arc::downgrade(self),
             key,
             order,
             state: AtomicU8::new(WAITING),
-            then: Mutex::new(then),
             expiry: Mutex::new(None),
+            then,
         });
         let reached = {
             let mut shard = lock(&self.shards[self.shard_of(&waiter.key)]);
@@ -262,25 +349,22 @@ where
         if let Some(value) = reached {
             // Already there: ended at once, never watched.
             waiter.state.store(DONE, Ordering::Release);
-            deliver(&waiter, Outcome::Completed(value));
+            waiter.then.deliver(Outcome::Completed(value));
             return waiter;
         }
         self.waiting.fetch_add(1, Ordering::AcqRel);
         let deadline = deadline_after(self.timer.now(), timeout);
-        let expiry = {
-            let (inner, expiring) = (self.clone(), waiter.clone());
-            self.timer.schedule_at(deadline, move || {
-                inner.end(&expiring, Outcome::Expired, true);
-            })
-        };
-        let expiry = expiry.unwrap_or_else(|error| {
-            panic!("tickless: a threshold wait's deadline could not be scheduled on its timer: {error}")
-        });
+        let expiry = self
+            .timer
+            .expire_at(deadline, Waker::from(waiter.clone()))
+            .unwrap_or_else(|error| {
+                panic!("tickless: a threshold wait's deadline could not be scheduled on its timer: {error}")
+            });
         *lock(&waiter.expiry) = Some(expiry);
-        if waiter.state.load(Ordering::Acquire) == DONE {
+        if waiter.is_done() {
             // Reached before its expiry was stored: whoever ended it found none to cancel.
             if let Some(expiry) = lock(&waiter.expiry).take() {
-                expiry.cancel();
+                self.timer.cancel_expiry(expiry, waiter.data());
             }
         }
         waiter
@@ -288,7 +372,7 @@ where
 
     /// Ends `waiter` with `outcome` if it has not ended: `true` if this call did. `listed`
     /// says it may still be in its key's waiters (an advance takes it out first).
-    fn end(&self, waiter: &Waiter<K>, outcome: Outcome<u64>, listed: bool) -> bool {
+    fn end(&self, waiter: &Waiter<K, dyn Then>, outcome: Outcome<u64>, listed: bool) -> bool {
         let ended = waiter
             .state
             .compare_exchange(WAITING, DONE, Ordering::AcqRel, Ordering::Acquire)
@@ -305,40 +389,14 @@ where
             };
             drop(removed);
         }
-        if let Some(expiry) = lock(&waiter.expiry).take() {
-            expiry.cancel();
+        let expiry = lock(&waiter.expiry).take();
+        // An expiry that fired has left the wheel already.
+        if let (Some(expiry), false) = (expiry, outcome.is_expired()) {
+            self.timer.cancel_expiry(expiry, waiter.data());
         }
         self.waiting.fetch_sub(1, Ordering::AcqRel);
-        deliver(waiter, outcome);
+        waiter.then.deliver(outcome);
         true
-    }
-}
-
-/// Hands `outcome` to the waiter's future or callback, with no lock held while user code
-/// runs.
-fn deliver<K>(waiter: &Waiter<K>, outcome: Outcome<u64>) {
-    let mut then = lock(&waiter.then);
-    match &mut *then {
-        Then::Future {
-            outcome: slot,
-            waker,
-            ended,
-        } => {
-            *slot = Some(outcome);
-            *ended = true;
-            let waker = waker.take();
-            drop(then);
-            if let Some(waker) = waker {
-                let _ = catch_unwind(AssertUnwindSafe(|| waker.wake()));
-            }
-        }
-        Then::Callback(callback) => {
-            let callback = callback.take();
-            drop(then);
-            if let Some(callback) = callback {
-                let _ = catch_unwind(AssertUnwindSafe(|| callback(outcome)));
-            }
-        }
     }
 }
 
@@ -349,7 +407,7 @@ pub struct ThresholdWait<K>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
 {
-    waiter: Arc<Waiter<K>>,
+    waiter: Arc<Waiter<K, ToFuture>>,
     inner: Arc<Inner<K>>,
 }
 
@@ -359,7 +417,7 @@ where
 {
     /// Withdraws the wait: `true` if this ended it.
     pub fn cancel(&self) -> bool {
-        self.inner.end(&self.waiter, Outcome::Cancelled, true)
+        self.inner.end(&*self.waiter, Outcome::Cancelled, true)
     }
 }
 
@@ -373,25 +431,17 @@ where
     ///
     /// If polled again after it resolved.
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Outcome<u64>> {
-        let mut then = lock(&self.waiter.then);
-        let Then::Future {
-            outcome,
-            waker,
-            ended,
-        } = &mut *then
-        else {
-            unreachable!("a future's waiter delivers to it");
-        };
-        if *ended {
-            let outcome = outcome.take();
+        let mut slot = lock(&self.waiter.then.0);
+        if slot.ended {
+            let outcome = slot.outcome.take();
             return Poll::Ready(outcome.expect("a threshold wait polled after it resolved"));
         }
-        let old = if waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+        let old = if slot.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
             None
         } else {
-            waker.replace(cx.waker().clone())
+            slot.waker.replace(cx.waker().clone())
         };
-        drop(then);
+        drop(slot);
         drop(old);
         Poll::Pending
     }
@@ -402,8 +452,8 @@ where
     K: Hash + Eq + Clone + Send + Sync + 'static,
 {
     fn drop(&mut self) {
-        if self.waiter.state.load(Ordering::Acquire) != DONE {
-            self.inner.end(&self.waiter, Outcome::Cancelled, true);
+        if !self.waiter.is_done() {
+            self.inner.end(&*self.waiter, Outcome::Cancelled, true);
         }
     }
 }
@@ -425,7 +475,7 @@ pub struct ThresholdHandle<K>
 where
     K: Hash + Eq + Clone + Send + Sync + 'static,
 {
-    waiter: Arc<Waiter<K>>,
+    waiter: Listed<K>,
     inner: Arc<Inner<K>>,
 }
 
@@ -435,12 +485,12 @@ where
 {
     /// Withdraws the wait: `true` if this ended it (its callback then gets `Cancelled`).
     pub fn cancel(&self) -> bool {
-        self.inner.end(&self.waiter, Outcome::Cancelled, true)
+        self.inner.end(&*self.waiter, Outcome::Cancelled, true)
     }
 
     /// Whether the wait has ended.
     pub fn is_done(&self) -> bool {
-        self.waiter.state.load(Ordering::Acquire) == DONE
+        self.waiter.is_done()
     }
 }
 

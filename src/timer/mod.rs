@@ -104,13 +104,20 @@ impl Timer {
 
     /// This thread's shard.
     pub(crate) fn shard(&self) -> &Arc<Shard> {
-        let shards = &self.inner.shards;
-        let index = if shards.len() == 1 {
-            0
-        } else {
-            SHARD.with(|shard| *shard) % shards.len()
-        };
-        &shards[index]
+        &self.inner.shards[self.shard_index()]
+    }
+
+    /// The index of this thread's shard.
+    pub(crate) fn shard_index(&self) -> usize {
+        match self.inner.shards.len() {
+            1 => 0,
+            shards => SHARD.with(|shard| *shard) % shards,
+        }
+    }
+
+    /// The shard at `index` (from [`shard_index`](Self::shard_index)).
+    pub(crate) fn shard_at(&self, index: usize) -> &Arc<Shard> {
+        &self.inner.shards[index]
     }
 
     /// A timer with the defaults: a 1 ms tick, 64 buckets per level, driven inside the
