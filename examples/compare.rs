@@ -79,7 +79,7 @@ fn main() {
         .iter()
         .position(|arg| arg == "--only")
         .and_then(|i| args.get(i + 1));
-    let sections: [(&str, Section); 8] = [
+    let sections: [(&str, Section); 9] = [
         ("memory", memory),
         ("churn", churn_workloads),
         ("dq1", delay_queue_churn_workload),
@@ -88,6 +88,7 @@ fn main() {
         ("w3", idle_workload),
         ("dq2", drain_workload),
         ("callbacks", callback_workloads),
+        ("purgatory", purgatory_workloads),
     ];
     let mut targets = Vec::new();
     for (name, section) in sections {
@@ -396,6 +397,21 @@ fn child_main(args: &[String]) {
         )),
         "dq2" => runtime.block_on(drain(arg(1) == "tickless", count)),
         "c2" => support::callbacks::c2(arg(1), count),
+        // purgatory <tickless|tokio|threshold> <count> <rate> <p50 ms> <p75 ms> [force]
+        "purgatory" => {
+            let float = |i: usize| arg(i).parse::<f64>().unwrap_or(0.0);
+            match arg(1) {
+                "threshold" => support::purgatory::threshold(float(3), count, float(4), float(5)),
+                peer => support::purgatory::general(
+                    peer,
+                    arg(6) == "force",
+                    float(3),
+                    count,
+                    float(4),
+                    float(5),
+                ),
+            }
+        }
         "cmem" => support::callbacks::memory(arg(1), count),
         other => panic!("unknown child workload {other:?}"),
     }
@@ -901,6 +917,251 @@ fn callback_workloads(sizes: &Sizes) -> Vec<Target> {
             "<= 72 bytes per pending callback (Netty's here)",
             format!("{} B", fmt(ours)),
             ours.round() <= 72.0,
+        ),
+    ]
+}
+
+// ---------------------------------------------------------------------------------------
+// Issue 11: the purgatory (a port of Kafka's TestPurgatoryPerformance)
+
+/// One purgatory run in a child: `peer` is `tickless`, `tokio` or `threshold`; `force`
+/// for Kafka's own completer (it forces completions instead of checking keys).
+fn purgatory_run(
+    peer: &str,
+    rate: u64,
+    seconds: f64,
+    latency: (u32, u32),
+    force: bool,
+) -> Readings {
+    let count = (rate as f64 * seconds) as u64;
+    child(&[
+        "purgatory",
+        peer,
+        &count.to_string(),
+        &rate.to_string(),
+        &latency.0.to_string(),
+        &latency.1.to_string(),
+        if force { "force" } else { "check" },
+    ])
+}
+
+/// Whether a run kept up: it issued at the target rate, and expired no more requests than
+/// had to (those whose condition comes after the timeout), give or take 1 %.
+fn kept_up(run: &Readings) -> bool {
+    let ended = run["completed"] + run["expired"];
+    run["achieved_rate"] >= 0.99 * run["target_rate"]
+        && run["expired"] <= run["unserved"] + 0.01 * ended
+        && run["lost"] == 0.0
+}
+
+/// A sweep of rates for each peer, printed as one table; returns each peer's runs.
+fn purgatory_sweep(
+    title: &str,
+    peers: &[&str],
+    rates: &[u64],
+    seconds: f64,
+    latency: (u32, u32),
+    force: bool,
+) -> Vec<(String, Vec<Readings>)> {
+    println!("\n### {title}\n");
+    println!("| implementation | target req/s | achieved req/s | CPU µs/request | completion p50 / p99 ms | expiry p99 ms | expired (had to) | lost | watched at end | peak RSS MB | kept up |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+    let mut all = Vec::new();
+    for peer in peers {
+        let mut runs = Vec::new();
+        for &rate in rates {
+            let run = purgatory_run(peer, rate, seconds, latency, force);
+            println!(
+                "| {peer} | {rate} | {} | {} | {} / {} | {} | {} ({}) | {} | {} | {} | {} |",
+                fmt(run["achieved_rate"]),
+                fmt(run["cpu_us_per_request"]),
+                fmt(run["completion_p50_ms"]),
+                fmt(run["completion_p99_ms"]),
+                fmt(run["expiry_p99_ms"]),
+                fmt(run["expired"]),
+                fmt(run["unserved"]),
+                fmt(run["lost"]),
+                fmt(run["left_watched"]),
+                fmt(run["peak_rss_mb"]),
+                if kept_up(&run) { "yes" } else { "**no**" },
+            );
+            let stop = !kept_up(&run);
+            runs.push(run);
+            if stop {
+                break; // saturated: higher rates only take longer to say so
+            }
+        }
+        all.push((peer.to_string(), runs));
+    }
+    all
+}
+
+/// The highest rate of a sweep below which every run kept up.
+fn saturation(runs: &[Readings]) -> f64 {
+    runs.iter()
+        .take_while(|run| kept_up(run))
+        .map(|run| run["target_rate"])
+        .fold(0.0, f64::max)
+}
+
+fn purgatory_workloads(sizes: &Sizes) -> Vec<Target> {
+    let quick = sizes.rounds == 1;
+    let seconds = if quick { 1.0 } else { 2.0 };
+    let peers = ["tickless", "tokio"];
+    println!("\n### Purgatory (issue 11): Kafka's TestPurgatoryPerformance\n");
+    println!("Poisson arrivals; each request watches 3 keys of 100 until its condition holds (log-normal time), or 200 ms. `check`: when a condition comes to hold, the completer checks the request's 3 keys, re-running every condition watching each (the issue's benchmark: work grows with the rate squared); `force`: the completer completes the request directly (Kafka's own benchmark). `tokio`: a sharded map of key to waiters with `oneshot` senders, and a task per request awaiting `tokio::time::timeout`. The generator and completer work in 200 µs rounds, the completer's agenda in 100 µs slots: completion lateness includes up to 0.5 ms of the harness's own. A sweep stops at the first rate that does not keep up (issues at 99 % of the target and expires no more than it must, ±1 %).");
+    let check_rates: &[u64] = if quick {
+        &[25_000, 50_000, 100_000]
+    } else {
+        &[25_000, 50_000, 75_000, 100_000, 110_000, 125_000, 150_000]
+    };
+    let check = purgatory_sweep(
+        &format!(
+            "General conditions, `check`, completion median 20 ms / p75 60 ms, {seconds} s per run"
+        ),
+        &peers,
+        check_rates,
+        seconds,
+        (20, 60),
+        false,
+    );
+    let slow_rates: &[u64] = if quick {
+        &[25_000]
+    } else {
+        &[25_000, 50_000, 75_000, 100_000]
+    };
+    purgatory_sweep(
+        &format!("General conditions, `check`, completion median 200 ms / p75 400 ms, {seconds} s per run"),
+        &peers,
+        slow_rates,
+        seconds,
+        (200, 400),
+        false,
+    );
+    let force_rates: &[u64] = if quick {
+        &[100_000, 200_000]
+    } else {
+        &[100_000, 200_000, 300_000, 400_000, 500_000, 600_000]
+    };
+    let forced = purgatory_sweep(
+        &format!("General conditions, `force` (Kafka's completer), median 20 ms / p75 60 ms, {seconds} s per run"),
+        &peers,
+        force_rates,
+        seconds,
+        (20, 60),
+        true,
+    );
+    // CPU per request at 50,000 requests/s: the median of several runs (process CPU is
+    // counted in 10 ms ticks, and the machine is shared).
+    let mut cpu = Samples::default();
+    let mut worst_expiry_p99 = 0.0_f64;
+    let mut retained = 0.0_f64;
+    for _ in 0..sizes.rounds.min(3) {
+        for peer in ["tickless", "tokio", "harness"] {
+            let run = purgatory_run(peer, 50_000, seconds, (20, 60), false);
+            cpu.push(peer, run["cpu_us_per_request"]);
+            if peer == "tickless" {
+                worst_expiry_p99 = worst_expiry_p99.max(run["expiry_p99_ms"]);
+                retained = retained.max(run["left_watched"]);
+            }
+        }
+    }
+    cpu.print(
+        "General conditions, `check`, 50,000 requests/s: process CPU per request (`harness`: the generator and completer alone, whose CPU every run includes)",
+        "µs",
+        "tokio",
+    );
+    let harness = cpu.median("harness");
+    println!(
+        "\nNet of the harness: tickless {} µs, tokio {} µs per request, {:.2}x.",
+        fmt(cpu.median("tickless") - harness),
+        fmt(cpu.median("tokio") - harness),
+        (cpu.median("tickless") - harness) / (cpu.median("tokio") - harness),
+    );
+    let threshold_rates: &[u64] = if quick {
+        &[1_000_000]
+    } else {
+        &[500_000, 1_000_000, 1_500_000]
+    };
+    let threshold = purgatory_sweep(
+        "Threshold waits (each request waits for its key's watermark to pass its offset; the completer advances it), median 20 ms / p75 60 ms, 2 s per run",
+        &["threshold"],
+        threshold_rates,
+        2.0,
+        (20, 60),
+        false,
+    );
+    let ours = |sweep: &[(String, Vec<Readings>)], peer: &str| {
+        sweep
+            .iter()
+            .find(|(p, _)| p == peer)
+            .map(|(_, runs)| runs.clone())
+            .unwrap_or_default()
+    };
+    let (check_ours, check_peer) = (ours(&check, "tickless"), ours(&check, "tokio"));
+    let (sat, sat_peer) = (saturation(&check_ours), saturation(&check_peer));
+    let (forced_ours, forced_peer) = (ours(&forced, "tickless"), ours(&forced, "tokio"));
+    let million = ours(&threshold, "threshold")
+        .into_iter()
+        .find(|run| run["target_rate"] == 1_000_000.0);
+    let million_share = million
+        .as_ref()
+        .map_or(0.0, |run| run["achieved_rate"] / run["target_rate"]);
+    // Every tickless run that kept up: expiry lateness, and nothing retained.
+    for run in check_ours
+        .iter()
+        .chain(&forced_ours)
+        .chain(&ours(&threshold, "threshold"))
+    {
+        if kept_up(run) {
+            worst_expiry_p99 = worst_expiry_p99.max(run["expiry_p99_ms"]);
+        }
+        retained = retained.max(run["left_watched"]);
+    }
+    let cpu_ratio = cpu.median("tickless") / cpu.median("tokio");
+    println!(
+        "\nSaturation (`check`, 20/60 ms): tickless {} req/s, tokio {} req/s; (`force`): tickless {} req/s, tokio {} req/s (the highest rate of each sweep that kept up).",
+        fmt(sat),
+        fmt(sat_peer),
+        fmt(saturation(&forced_ours)),
+        fmt(saturation(&forced_peer)),
+    );
+    vec![
+        target(
+            11,
+            "general (check) saturation >= 100,000 req/s",
+            format!("{} req/s", fmt(sat)),
+            sat >= 100_000.0,
+        ),
+        target(
+            11,
+            "general (check) saturation >= 3x the tokio-built peer's",
+            format!("{:.2}x ({} vs {})", sat / sat_peer, fmt(sat), fmt(sat_peer)),
+            sat >= 3.0 * sat_peer,
+        ),
+        target(
+            11,
+            "general CPU/request at 50,000 req/s <= 0.5x the peer's",
+            format!("{cpu_ratio:.2}x"),
+            cpu_ratio <= 0.5,
+        ),
+        target(
+            11,
+            "threshold waits: 1,000,000 req/s, achieved >= 99 %",
+            format!("{:.1} %", million_share * 100.0),
+            million_share >= 0.99,
+        ),
+        target(
+            11,
+            "expiry lateness p99 <= 2 ms (every tickless run that kept up)",
+            format!("worst {} ms", fmt(worst_expiry_p99)),
+            worst_expiry_p99 <= 2.0,
+        ),
+        target(
+            11,
+            "zero operations retained: watched() = 0 at the end (every run)",
+            format!("most left {}", fmt(retained)),
+            retained == 0.0,
         ),
     ]
 }

@@ -2,6 +2,7 @@
 //! from `/proc`, child processes, and medians.
 
 pub mod callbacks;
+pub mod purgatory;
 pub mod table;
 pub mod workloads;
 
@@ -68,6 +69,21 @@ pub fn rss_bytes() -> u64 {
         .ok()
         .and_then(|statm| statm.split_whitespace().nth(1)?.parse::<u64>().ok())
         .map_or(0, |pages| pages * 4096)
+}
+
+/// The most resident memory the process has had, in bytes (Linux `/proc`; 0 elsewhere).
+pub fn peak_rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            let line = status.lines().find_map(|l| l.strip_prefix("VmHWM:"))?;
+            line.trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse::<u64>()
+                .ok()
+        })
+        .map_or(0, |kib| kib * 1024)
 }
 
 /// User + system CPU time of the whole process, every thread included, dead or alive
