@@ -25,6 +25,11 @@
 //! `use tokio::time;` becomes `use tickless as time;`). `DelayQueue` and its
 //! `delay_queue::{Key, Expired}` mirror `tokio_util::time`.
 //!
+//! # Durable jobs
+//!
+//! With the cargo feature `redis`, `tickless::durable` keeps delayed jobs in Redis: a timing wheel
+//! whose buckets are Redis keys, moved by one fenced leader, delivered at least once.
+//!
 //! # Which timer
 //!
 //! The free functions use [`Timer::current`]: an [entered](Timer::enter) timer, else the
@@ -51,6 +56,8 @@
 #![warn(missing_debug_implementations, rust_2018_idioms)]
 
 mod driver;
+#[cfg(feature = "redis")]
+pub mod durable;
 mod time;
 mod timer;
 mod wheel;

@@ -1,0 +1,658 @@
+//! [`Queue`]: a handle to one queue's keys, for scheduling, cancelling and looking.
+
+use super::error::Error;
+use super::reply::{self, Reply};
+use super::scripts::{scripts, Script};
+use redis::aio::ConnectionManager;
+use redis::{AsyncCommands, Value};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// The largest payload a job may carry: 1 MiB. Larger ones are refused with an error for
+/// which [`Error::is_payload_too_large`] is true; keep large data elsewhere and put its
+/// key in the payload.
+pub const MAX_PAYLOAD_BYTES: usize = 1 << 20;
+
+/// The longest job id, in bytes: 512.
+pub const MAX_ID_BYTES: usize = 512;
+
+/// The longest queue name, in bytes: 128.
+pub const MAX_QUEUE_NAME_BYTES: usize = 128;
+
+/// Due times are kept in whole milliseconds since the Unix epoch and saturate at 2^52 ms
+/// (about the year 144,000), where Redis's Lua numbers are still exact.
+pub(crate) const MAX_DUE_MS: u64 = 1 << 52;
+
+/// Jobs per script call when scheduling in a batch; calls are pipelined in groups.
+const SCHEDULE_CHUNK: usize = 128;
+const PIPELINE_CALLS: usize = 32;
+
+/// When a job is due: at a time, or after a delay from now on the queue's clock.
+///
+/// `From<SystemTime>` and `From<Duration>` make either one an argument of
+/// [`Queue::schedule`] as it is. Times are rounded up to whole milliseconds, so a job is
+/// never due earlier than asked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum When {
+    /// Due at this time, judged by the queue's clock (Redis `TIME`).
+    At(SystemTime),
+    /// Due this long after Redis receives the call.
+    After(Duration),
+}
+
+impl From<SystemTime> for When {
+    fn from(at: SystemTime) -> When {
+        When::At(at)
+    }
+}
+
+impl From<Duration> for When {
+    fn from(after: Duration) -> When {
+        When::After(after)
+    }
+}
+
+impl When {
+    /// The script argument: `a<ms>` or `r<ms>`, rounded up, saturated.
+    pub(crate) fn arg(self) -> String {
+        match self {
+            When::At(at) => format!("a{}", unix_ms_ceil(at)),
+            When::After(after) => format!("r{}", ms_ceil(after).min(MAX_DUE_MS)),
+        }
+    }
+}
+
+fn ms_ceil(d: Duration) -> u64 {
+    let ms = d.as_nanos().div_ceil(1_000_000);
+    u64::try_from(ms).unwrap_or(u64::MAX)
+}
+
+fn unix_ms_ceil(at: SystemTime) -> u64 {
+    at.duration_since(UNIX_EPOCH)
+        .map_or(0, ms_ceil)
+        .min(MAX_DUE_MS)
+}
+
+/// A time on the queue's clock, in milliseconds since the Unix epoch.
+pub(crate) fn system_time(ms: u64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_millis(ms)
+}
+
+/// A handle to one durable queue: schedule, cancel and reschedule jobs by id, and look at
+/// the queue. Cheap to clone; clones share one multiplexed connection, which reconnects
+/// with backoff when Redis goes away.
+///
+/// All keys of a queue start with `tickless:{<name>}:`: the braces make the name a hash
+/// tag, so on Redis Cluster the whole queue lives in one slot and different queues spread
+/// over the cluster.
+///
+/// # Examples
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use tickless::durable::Queue;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), tickless::durable::Error> {
+/// let queue = Queue::connect("redis://127.0.0.1/", "reviews").await?;
+/// let added = queue.schedule("order:42", b"5 stars", Duration::from_secs(48 * 3600)).await?;
+/// assert!(added);
+/// // The same id again is the same job: nothing is added.
+/// assert!(!queue.schedule("order:42", b"5 stars", Duration::from_secs(1)).await?);
+/// assert!(queue.cancel("order:42").await?);
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct Queue {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    client: redis::Client,
+    conn: ConnectionManager,
+    url: String,
+    name: String,
+    prefix: String,
+    meta: String,
+    max_attempts: u32,
+}
+
+impl std::fmt::Debug for Queue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Queue")
+            .field("url", &self.inner.url)
+            .field("name", &self.inner.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Queue {
+    /// Connects to the Redis server at `url` and opens the queue `name`.
+    ///
+    /// The first connection is tried once, with a 5 s timeout, so that a wrong address
+    /// fails fast; after that the connection reconnects with exponential backoff on its
+    /// own. The queue's keys are checked for the types this crate writes.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::is_invalid_url`] for a URL that does not parse,
+    /// [`Error::is_invalid_queue_name`] for an empty or too long name or one with braces,
+    /// [`Error::is_connect`] when the server cannot be reached, and
+    /// [`Error::is_garbage`] when a key of the queue holds something else.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tickless::durable::Queue;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let err = Queue::connect("redis://127.0.0.1:1/", "orders").await.unwrap_err();
+    /// assert!(err.is_connect());
+    /// assert!(err.to_string().contains("127.0.0.1:1"));
+    /// # }
+    /// ```
+    pub async fn connect(url: &str, name: &str) -> Result<Queue, Error> {
+        check_queue_name(name)?;
+        let client = redis::Client::open(url).map_err(|err| Error::invalid_url(url, err))?;
+        let probe = redis::AsyncConnectionConfig::new()
+            .set_connection_timeout(Duration::from_secs(5))
+            .set_response_timeout(Duration::from_secs(5));
+        let mut first = client
+            .get_multiplexed_async_connection_with_config(&probe)
+            .await
+            .map_err(|err| Error::connect(url, err))?;
+        let _: () = redis::cmd("PING")
+            .query_async(&mut first)
+            .await
+            .map_err(|err| Error::connect(url, err))?;
+        let config = redis::aio::ConnectionManagerConfig::new()
+            .set_connection_timeout(Duration::from_secs(5))
+            .set_exponent_base(2)
+            .set_factor(50)
+            .set_max_delay(2_000)
+            .set_number_of_retries(8);
+        let conn = ConnectionManager::new_with_config(client.clone(), config)
+            .await
+            .map_err(|err| Error::connect(url, err))?;
+        let prefix = format!("tickless:{{{name}}}:");
+        let queue = Queue {
+            inner: Arc::new(Inner {
+                client,
+                conn,
+                url: url.to_string(),
+                name: name.to_string(),
+                meta: format!("{prefix}meta"),
+                prefix,
+                max_attempts: 5,
+            }),
+        };
+        queue.check_keys().await?;
+        Ok(queue)
+    }
+
+    /// The same queue with another number of attempts for jobs it schedules from now on
+    /// (default 5): after that many deliveries without success a job goes to the dead
+    /// set. At least 1.
+    pub fn with_max_attempts(&self, attempts: u32) -> Queue {
+        let inner = &self.inner;
+        Queue {
+            inner: Arc::new(Inner {
+                client: inner.client.clone(),
+                conn: inner.conn.clone(),
+                url: inner.url.clone(),
+                name: inner.name.clone(),
+                prefix: inner.prefix.clone(),
+                meta: inner.meta.clone(),
+                max_attempts: attempts.max(1),
+            }),
+        }
+    }
+
+    /// The queue's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The URL this queue was opened with.
+    pub fn url(&self) -> &str {
+        &self.inner.url
+    }
+
+    /// The full name of one of the queue's keys, e.g. `key("jobs")`.
+    pub(crate) fn key(&self, suffix: &str) -> String {
+        format!("{}{suffix}", self.inner.prefix)
+    }
+
+    pub(crate) fn channel(&self) -> String {
+        self.key("wake")
+    }
+
+    pub(crate) fn client(&self) -> &redis::Client {
+        &self.inner.client
+    }
+
+    pub(crate) fn conn(&self) -> ConnectionManager {
+        self.inner.conn.clone()
+    }
+
+    /// Runs one script with the meta key and `args`.
+    pub(crate) async fn call(&self, script: &Script, args: &[&[u8]]) -> Result<Reply, Error> {
+        let mut invocation = script.script.key(&self.inner.meta);
+        for arg in args {
+            invocation.arg(*arg);
+        }
+        let value: Value = invocation
+            .invoke_async(&mut self.conn())
+            .await
+            .map_err(|err| Error::redis(&self.inner.meta, script.name, err))?;
+        Reply::new(value, &self.inner.meta, script.name)
+    }
+
+    /// Runs `calls` (argument lists of `script`) in one pipeline; loads the script and
+    /// tries again once if Redis does not know it.
+    pub(crate) async fn call_many(
+        &self,
+        script: &Script,
+        calls: &[Vec<Vec<u8>>],
+    ) -> Result<Vec<Reply>, Error> {
+        let mut pipe = redis::pipe();
+        for args in calls {
+            let cmd = pipe
+                .cmd("EVALSHA")
+                .arg(script.script.get_hash())
+                .arg(1)
+                .arg(&self.inner.meta);
+            for arg in args {
+                cmd.arg(arg.as_slice());
+            }
+        }
+        let mut conn = self.conn();
+        let mut result: redis::RedisResult<Vec<Value>> = pipe.query_async(&mut conn).await;
+        if matches!(&result, Err(err) if err.kind() == redis::ErrorKind::NoScriptError) {
+            script
+                .script
+                .prepare_invoke()
+                .load_async(&mut conn)
+                .await
+                .map_err(|err| Error::redis(&self.inner.meta, script.name, err))?;
+            result = pipe.query_async(&mut conn).await;
+        }
+        let values = result.map_err(|err| Error::redis(&self.inner.meta, script.name, err))?;
+        values
+            .into_iter()
+            .map(|value| Reply::new(value, &self.inner.meta, script.name))
+            .collect()
+    }
+
+    /// Schedules job `id` with `payload`, due at or after `when`; returns `true` if it was
+    /// added, `false` if a job with this id already exists (scheduled, ready, in flight
+    /// or dead): scheduling is idempotent on the id, and the existing job is left as it
+    /// is. Once a job completes (or is cancelled) its id is free again.
+    ///
+    /// A job due now or in the past is ready at once. The call is one atomic script of
+    /// O(1) Redis work; see [`schedule_batch`](Queue::schedule_batch) for throughput.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::is_invalid_id`], [`Error::is_payload_too_large`], [`Error::is_redis`] when
+    /// the call did not reach Redis or its answer was lost (calling again is safe: the id
+    /// makes it idempotent), [`Error::is_garbage`] when the id's record is not ours.
+    pub async fn schedule(
+        &self,
+        id: &str,
+        payload: impl AsRef<[u8]>,
+        when: impl Into<When>,
+    ) -> Result<bool, Error> {
+        let payload = payload.as_ref();
+        check_job(id, payload)?;
+        let when = when.into().arg();
+        let attempts = self.inner.max_attempts.to_string();
+        let reply = self
+            .call(
+                &scripts().schedule,
+                &[
+                    b"1",
+                    id.as_bytes(),
+                    when.as_bytes(),
+                    attempts.as_bytes(),
+                    payload,
+                ],
+            )
+            .await?;
+        Ok(reply.int(1)? == 1)
+    }
+
+    /// Schedules many jobs: 128 per script call, calls pipelined 32 at a time. Returns,
+    /// in order, whether each was added (see [`schedule`](Queue::schedule)); an id given
+    /// twice is added once.
+    ///
+    /// # Errors
+    ///
+    /// As [`schedule`](Queue::schedule); every job is checked before any is sent. On an
+    /// error from Redis, a prefix of the jobs may have been added: calling again with the
+    /// same jobs is safe.
+    pub async fn schedule_batch<'a, P>(
+        &self,
+        jobs: impl IntoIterator<Item = (&'a str, P, When)>,
+    ) -> Result<Vec<bool>, Error>
+    where
+        P: AsRef<[u8]>,
+    {
+        let attempts = self.inner.max_attempts.to_string().into_bytes();
+        let mut calls: Vec<Vec<Vec<u8>>> = Vec::new();
+        let mut in_call = 0;
+        for (id, payload, when) in jobs {
+            let payload = payload.as_ref();
+            check_job(id, payload)?;
+            if in_call == 0 {
+                calls.push(vec![Vec::new()]);
+            }
+            let args = calls.last_mut().expect("a call was just pushed");
+            args.push(id.as_bytes().to_vec());
+            args.push(when.arg().into_bytes());
+            args.push(attempts.clone());
+            args.push(payload.to_vec());
+            in_call += 1;
+            if in_call == SCHEDULE_CHUNK {
+                args[0] = in_call.to_string().into_bytes();
+                in_call = 0;
+            }
+        }
+        if in_call > 0 {
+            if let Some(args) = calls.last_mut() {
+                args[0] = in_call.to_string().into_bytes();
+            }
+        }
+        let mut added = Vec::new();
+        for group in calls.chunks(PIPELINE_CALLS) {
+            for reply in self.call_many(&scripts().schedule, group).await? {
+                for i in 1..reply.len() {
+                    added.push(reply.int(i)? == 1);
+                }
+            }
+        }
+        Ok(added)
+    }
+
+    /// Cancels job `id` wherever it is (scheduled, ready, in flight or dead); returns
+    /// `true` if there was such a job. O(1) Redis work: a job already in the ready list
+    /// is not searched for there, but marked so that the worker that pops it drops it.
+    ///
+    /// Cancelling a job in flight does not stop its handler; that delivery's ack then
+    /// finds nothing to complete.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::is_invalid_id`], [`Error::is_redis`], [`Error::is_garbage`].
+    pub async fn cancel(&self, id: &str) -> Result<bool, Error> {
+        check_id(id)?;
+        let reply = self.call(&scripts().cancel, &[id.as_bytes()]).await?;
+        Ok(reply.int(0)? == 1)
+    }
+
+    /// Cancels many jobs in pipelined calls; returns, in order, whether each existed.
+    ///
+    /// # Errors
+    ///
+    /// As [`cancel`](Queue::cancel).
+    pub async fn cancel_batch<'a>(
+        &self,
+        ids: impl IntoIterator<Item = &'a str>,
+    ) -> Result<Vec<bool>, Error> {
+        let mut calls = Vec::new();
+        for id in ids {
+            check_id(id)?;
+            calls.push(vec![id.as_bytes().to_vec()]);
+        }
+        let mut removed = Vec::with_capacity(calls.len());
+        for group in calls.chunks(SCHEDULE_CHUNK) {
+            for reply in self.call_many(&scripts().cancel, group).await? {
+                removed.push(reply.int(0)? == 1);
+            }
+        }
+        Ok(removed)
+    }
+
+    /// Moves waiting job `id` to a new due time, keeping its payload and attempts;
+    /// returns `true` if it was waiting (scheduled or ready, not yet delivered) and
+    /// `false` if the id names no job, a job whose handler has it (in flight) or a dead
+    /// job (see [`retry_dead`](Queue::retry_dead)). O(1) Redis work.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::is_invalid_id`], [`Error::is_redis`], [`Error::is_garbage`].
+    pub async fn reschedule(&self, id: &str, when: impl Into<When>) -> Result<bool, Error> {
+        check_id(id)?;
+        let when = when.into().arg();
+        let reply = self
+            .call(&scripts().reschedule, &[id.as_bytes(), when.as_bytes()])
+            .await?;
+        Ok(reply.int(1)? == 1)
+    }
+
+    /// Gives dead job `id` a fresh set of attempts and makes it ready now; returns
+    /// `false` if `id` names no dead job.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::is_invalid_id`], [`Error::is_redis`], [`Error::is_garbage`].
+    pub async fn retry_dead(&self, id: &str) -> Result<bool, Error> {
+        check_id(id)?;
+        let reply = self.call(&scripts().retry_dead, &[id.as_bytes()]).await?;
+        Ok(reply.int(0)? == 1)
+    }
+
+    /// Up to `limit` dead jobs, oldest first: id, attempts, the last error, payload.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::is_redis`], [`Error::is_garbage`].
+    pub async fn dead(&self, limit: usize) -> Result<Vec<super::JobInfo>, Error> {
+        let dead = self.key("dead");
+        let ids: Vec<String> = self
+            .conn()
+            .zrange(&dead, 0, limit as isize - 1)
+            .await
+            .map_err(|err| Error::redis(&dead, "ZRANGE", err))?;
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            if let Some(info) = self.job(&id).await? {
+                out.push(info);
+            }
+        }
+        Ok(out)
+    }
+
+    /// What the queue holds under `id`: its state, due time, attempts, last error and
+    /// payload; `None` if no job has this id.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::is_invalid_id`], [`Error::is_redis`], [`Error::is_garbage`] when the record
+    /// is not ours.
+    pub async fn job(&self, id: &str) -> Result<Option<super::JobInfo>, Error> {
+        check_id(id)?;
+        let (jobs, errors) = (self.key("jobs"), self.key("errors"));
+        let (record, error, staged, lease): (
+            Option<Vec<u8>>,
+            Option<String>,
+            Option<f64>,
+            Option<f64>,
+        ) = redis::pipe()
+            .hget(&jobs, id)
+            .hget(&errors, id)
+            .zscore(self.key("due"), format!("j{id}"))
+            .zscore(self.key("flight"), id)
+            .query_async(&mut self.conn())
+            .await
+            .map_err(|err| Error::redis(&jobs, "HGET", err))?;
+        let Some(record) = record else {
+            return Ok(None);
+        };
+        let info = reply::parse_record(&jobs, id, &record, error, staged.is_some(), lease)?;
+        Ok(info)
+    }
+
+    /// Counts of the queue's jobs by state, its leader, and the leader's promotion lag.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::is_redis`], [`Error::is_garbage`].
+    pub async fn stats(&self) -> Result<super::Stats, Error> {
+        let meta = &self.inner.meta;
+        let (jobs, ready, flight, dead, fields, time): (
+            u64,
+            u64,
+            u64,
+            u64,
+            Vec<Option<String>>,
+            (u64, u64),
+        ) = redis::pipe()
+            .hlen(self.key("jobs"))
+            .llen(self.key("ready"))
+            .zcard(self.key("flight"))
+            .zcard(self.key("dead"))
+            .hget(
+                meta,
+                &[
+                    "holder", "token", "expires", "lag_p50", "lag_p99", "promoted", "clock",
+                ],
+            )
+            .cmd("TIME")
+            .query_async(&mut self.conn())
+            .await
+            .map_err(|err| Error::redis(meta, "stats", err))?;
+        super::stats::build(meta, jobs, ready, flight, dead, &fields, time)
+    }
+
+    /// The time on the queue's clock: Redis `TIME`, or the manual clock if one is set.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::is_redis`], [`Error::is_garbage`].
+    pub async fn now(&self) -> Result<SystemTime, Error> {
+        Ok(self.stats().await?.now)
+    }
+
+    /// Sets (`Some`) or removes (`None`) this queue's manual clock. For tests and
+    /// simulations: while set, every script of the queue reads this time instead of
+    /// Redis `TIME`, so time stands still until [`advance_manual_clock`] moves it.
+    /// Leaders and candidates are told on the queue's channel.
+    ///
+    /// [`advance_manual_clock`]: Queue::advance_manual_clock
+    ///
+    /// # Errors
+    ///
+    /// [`Error::is_redis`].
+    pub async fn set_manual_clock(&self, at: Option<SystemTime>) -> Result<(), Error> {
+        let meta = &self.inner.meta;
+        let mut pipe = redis::pipe();
+        match at {
+            Some(at) => pipe.hset(meta, "clock", unix_ms_ceil(at)),
+            None => pipe.hdel(meta, "clock"),
+        };
+        pipe.publish(self.channel(), "0 0");
+        pipe.query_async::<()>(&mut self.conn())
+            .await
+            .map_err(|err| Error::redis(meta, "set the manual clock", err))
+    }
+
+    /// Moves the manual clock forward by `by` (whole milliseconds, rounded up).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::is_redis`]; [`Error::is_garbage`] if no manual clock is set.
+    pub async fn advance_manual_clock(&self, by: Duration) -> Result<(), Error> {
+        let meta = &self.inner.meta;
+        let mut conn = self.conn();
+        let set: bool = conn
+            .hexists(meta, "clock")
+            .await
+            .map_err(|err| Error::redis(meta, "advance the manual clock", err))?;
+        if !set {
+            return Err(Error::garbage(meta, "no manual clock to advance"));
+        }
+        let mut pipe = redis::pipe();
+        pipe.hincr(meta, "clock", ms_ceil(by).min(MAX_DUE_MS))
+            .publish(self.channel(), "0 0");
+        pipe.query_async::<()>(&mut conn)
+            .await
+            .map_err(|err| Error::redis(meta, "advance the manual clock", err))
+    }
+
+    /// Checks that every key of the queue that exists has the type this crate writes.
+    async fn check_keys(&self) -> Result<(), Error> {
+        let expected = [
+            ("meta", "hash"),
+            ("jobs", "hash"),
+            ("errors", "hash"),
+            ("due", "zset"),
+            ("flight", "zset"),
+            ("dead", "zset"),
+            ("ready", "list"),
+        ];
+        let mut pipe = redis::pipe();
+        for (suffix, _) in expected {
+            pipe.cmd("TYPE").arg(self.key(suffix));
+        }
+        let types: Vec<String> = pipe
+            .query_async(&mut self.conn())
+            .await
+            .map_err(|err| Error::redis(&self.inner.meta, "TYPE", err))?;
+        for ((suffix, want), found) in expected.iter().zip(types) {
+            if found != "none" && found != *want {
+                return Err(Error::garbage(
+                    &self.key(suffix),
+                    format!("expected a {want}, found a {found}"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn check_queue_name(name: &str) -> Result<(), Error> {
+    if name.is_empty() {
+        return Err(Error::invalid_queue_name(name, "empty"));
+    }
+    if name.len() > MAX_QUEUE_NAME_BYTES {
+        return Err(Error::invalid_queue_name(
+            name,
+            "longer than MAX_QUEUE_NAME_BYTES (128)",
+        ));
+    }
+    if name.contains(['{', '}']) {
+        return Err(Error::invalid_queue_name(
+            name,
+            "holds a brace; the name becomes the keys' hash tag",
+        ));
+    }
+    Ok(())
+}
+
+pub(crate) fn check_id(id: &str) -> Result<(), Error> {
+    if id.is_empty() {
+        return Err(Error::invalid_id(id, "empty"));
+    }
+    if id.len() > MAX_ID_BYTES {
+        return Err(Error::invalid_id(
+            id,
+            "longer than MAX_ID_BYTES (512 bytes)",
+        ));
+    }
+    Ok(())
+}
+
+fn check_job(id: &str, payload: &[u8]) -> Result<(), Error> {
+    check_id(id)?;
+    if payload.len() > MAX_PAYLOAD_BYTES {
+        return Err(Error::payload_too_large(
+            id,
+            payload.len(),
+            MAX_PAYLOAD_BYTES,
+        ));
+    }
+    Ok(())
+}
