@@ -385,7 +385,13 @@ impl Leader {
     /// queue's keys hold something else.
     pub async fn step(&mut self) -> Result<(), Error> {
         self.wake_now();
-        self.due_step().await
+        self.due_step().await?;
+        if !self.is_leading() {
+            // The lease ended on the queue's clock (a manual clock jumps): take it again.
+            self.wake_now();
+            self.due_step().await?;
+        }
+        Ok(())
     }
 
     /// Does whatever this process's timers say is due: take the lease, renew it, tick.

@@ -54,22 +54,28 @@ end
 local recs = redis.call('HMGET', JOBS, unpack(ids))
 local writes, flight, tomb = {}, {}, {}
 local ends = now + lease
+-- An id can come twice in one pop (a stale entry, then a live one): its record is
+-- parsed once and changed in place.
+local parsed = {}
 for i = 1, #ids do
   local id, rec = ids[i], recs[i]
-  if rec then
-    local j = parse(id, rec)
+  local j = parsed[id]
+  if j == nil and rec then
+    j = parse(id, rec)
+    parsed[id] = j
+  end
+  if j and j.loc ~= 'gone' then
     if j.skip > 0 then
       j.skip = j.skip - 1
+      j.dirty = true
       if j.loc == 'x' and j.skip == 0 then
+        j.loc = 'gone'
         tomb[#tomb + 1] = id
-      else
-        writes[#writes + 1] = id
-        writes[#writes + 1] = record(j)
       end
-    elseif j.loc == 's' then
+    elseif j.loc == 's' and not j.claimed then
       j.att = j.att + 1
-      writes[#writes + 1] = id
-      writes[#writes + 1] = record(j)
+      j.claimed = true
+      j.dirty = true
       flight[#flight + 1] = ends
       flight[#flight + 1] = id
       out[#out + 1] = id
@@ -77,6 +83,12 @@ for i = 1, #ids do
       out[#out + 1] = j.due
       out[#out + 1] = j.payload
     end
+  end
+end
+for id, j in pairs(parsed) do
+  if j.dirty and j.loc ~= 'gone' then
+    writes[#writes + 1] = id
+    writes[#writes + 1] = record(j)
   end
 end
 if #writes > 0 then
