@@ -57,3 +57,290 @@ async fn scheduled_job_is_delivered_after_its_due_time_and_not_before() {
     assert!(worker.ack(&jobs[0]).await.unwrap());
     assert!(queue.job("a").await.unwrap().is_none());
 }
+
+#[tokio::test]
+async fn scheduling_an_id_twice_makes_one_job() {
+    let server = RedisServer::start();
+    let queue = queue(&server, "idem").await;
+    assert!(queue
+        .schedule("x", b"first", Duration::from_secs(60))
+        .await
+        .unwrap());
+    assert!(!queue
+        .schedule("x", b"second", Duration::from_secs(1))
+        .await
+        .unwrap());
+    let added = queue
+        .schedule_batch([
+            ("x", b"third".as_slice(), Duration::from_secs(1).into()),
+            ("y", b"y".as_slice(), Duration::from_secs(1).into()),
+            ("y", b"y again".as_slice(), Duration::from_secs(1).into()),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(added, [false, true, false]);
+    let info = queue.job("x").await.unwrap().unwrap();
+    assert_eq!(info.payload, b"first");
+    assert_eq!(info.state, JobState::Scheduled);
+    assert_eq!(queue.stats().await.unwrap().scheduled, 2);
+}
+
+#[tokio::test]
+async fn cancel_and_reschedule_of_unknown_ids_say_false() {
+    let server = RedisServer::start();
+    let queue = queue(&server, "unknown").await;
+    assert!(!queue.cancel("nobody").await.unwrap());
+    assert!(!queue
+        .reschedule("nobody", Duration::from_secs(1))
+        .await
+        .unwrap());
+    assert!(!queue.retry_dead("nobody").await.unwrap());
+    assert!(queue.job("nobody").await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn cancelled_ready_job_is_never_delivered_and_its_id_can_be_reused() {
+    let server = RedisServer::start();
+    let queue = queue(&server, "cancel-ready").await;
+    let worker = queue.worker(WorkerOptions::default());
+    assert!(queue.schedule("r", b"old", Duration::ZERO).await.unwrap());
+    assert_eq!(
+        queue.job("r").await.unwrap().unwrap().state,
+        JobState::Ready
+    );
+    assert!(queue.cancel("r").await.unwrap());
+    assert!(!queue.cancel("r").await.unwrap());
+    assert!(queue.job("r").await.unwrap().is_none());
+    assert!(queue.schedule("r", b"new", Duration::ZERO).await.unwrap());
+    let jobs = worker.try_claim(10).await.unwrap();
+    assert_eq!(
+        jobs.len(),
+        1,
+        "the stale entry is dropped, the new job delivered once"
+    );
+    assert_eq!(jobs[0].payload(), b"new");
+    assert!(worker.ack(&jobs[0]).await.unwrap());
+    assert!(worker.try_claim(10).await.unwrap().is_empty());
+    assert_eq!(queue.stats().await.unwrap().ready, 0);
+}
+
+#[tokio::test]
+async fn failed_jobs_are_retried_with_backoff_then_dead_lettered() {
+    let server = RedisServer::start();
+    let queue = queue(&server, "retry").await.with_max_attempts(2);
+    queue.set_manual_clock(Some(at(T0))).await.unwrap();
+    let mut leader = queue.leader(LeaderOptions::default());
+    let mut options = WorkerOptions::default();
+    options.backoff = Backoff::fixed(Duration::from_secs(10));
+    let worker = queue.worker(options);
+    queue.schedule("f", b"p", Duration::ZERO).await.unwrap();
+    let job = worker.try_claim(1).await.unwrap().remove(0);
+    assert_eq!(worker.fail(&job, "boom").await.unwrap(), Failed::Retried);
+    assert_eq!(worker.fail(&job, "again").await.unwrap(), Failed::LeaseLost);
+    let info = queue.job("f").await.unwrap().unwrap();
+    assert_eq!(info.state, JobState::Scheduled);
+    assert_eq!(info.due, at(T0 + 10_000));
+    assert_eq!(info.last_error.as_deref(), Some("boom"));
+    queue
+        .advance_manual_clock(Duration::from_millis(9_999))
+        .await
+        .unwrap();
+    leader.step().await.unwrap();
+    assert!(worker.try_claim(1).await.unwrap().is_empty());
+    queue
+        .advance_manual_clock(Duration::from_millis(1))
+        .await
+        .unwrap();
+    leader.step().await.unwrap();
+    let job = worker.try_claim(1).await.unwrap().remove(0);
+    assert_eq!(job.attempt(), 2);
+    assert_eq!(worker.fail(&job, "last").await.unwrap(), Failed::Dead);
+    let dead = queue.dead(10).await.unwrap();
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0].state, JobState::Dead);
+    assert_eq!(dead[0].last_error.as_deref(), Some("last"));
+    assert_eq!(queue.stats().await.unwrap().dead, 1);
+    assert!(queue.retry_dead("f").await.unwrap());
+    let job = worker.try_claim(1).await.unwrap().remove(0);
+    assert_eq!(job.attempt(), 1);
+    assert!(worker.ack(&job).await.unwrap());
+}
+
+#[tokio::test]
+async fn lease_end_redelivers_and_the_stale_ack_is_refused() {
+    let server = RedisServer::start();
+    let queue = queue(&server, "lease").await;
+    queue.set_manual_clock(Some(at(T0))).await.unwrap();
+    let mut leader = queue.leader(LeaderOptions::default());
+    let mut options = WorkerOptions::default();
+    options.lease = Duration::from_secs(30);
+    let worker = queue.worker(options);
+    queue.schedule("l", b"p", Duration::ZERO).await.unwrap();
+    let first = worker.try_claim(1).await.unwrap().remove(0);
+    queue
+        .advance_manual_clock(Duration::from_millis(29_999))
+        .await
+        .unwrap();
+    leader.step().await.unwrap();
+    assert!(
+        worker.try_claim(1).await.unwrap().is_empty(),
+        "redelivered before its lease ended"
+    );
+    queue
+        .advance_manual_clock(Duration::from_millis(1))
+        .await
+        .unwrap();
+    leader.step().await.unwrap();
+    let second = worker.try_claim(1).await.unwrap().remove(0);
+    assert_eq!(second.attempt(), 2);
+    assert!(
+        !worker.ack(&first).await.unwrap(),
+        "the first delivery lost its lease"
+    );
+    assert!(worker.ack(&second).await.unwrap());
+    assert!(queue.job("l").await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn a_leader_whose_lease_ended_is_fenced_out() {
+    let server = RedisServer::start();
+    let queue = queue(&server, "fence").await;
+    queue.set_manual_clock(Some(at(T0))).await.unwrap();
+    let mut old = queue.leader(LeaderOptions::default());
+    old.step().await.unwrap();
+    let old_token = old.stats().token;
+    // The old leader pauses past its lease; another takes over.
+    queue
+        .advance_manual_clock(Duration::from_secs(5))
+        .await
+        .unwrap();
+    let mut new = queue.leader(LeaderOptions::default());
+    new.step().await.unwrap();
+    assert!(new.is_leading());
+    assert!(
+        new.stats().token > old_token,
+        "the token grows with every leadership"
+    );
+    queue.schedule("j", b"p", Duration::ZERO).await.unwrap();
+    queue
+        .schedule("k", b"p", Duration::from_millis(100))
+        .await
+        .unwrap();
+    queue
+        .advance_manual_clock(Duration::from_millis(100))
+        .await
+        .unwrap();
+    // The old leader wakes up and ticks with its old token: it moves nothing and learns
+    // that it lost; the new one can still take over the lease as it ends.
+    old.step().await.unwrap();
+    assert!(!old.is_leading());
+    assert_eq!(old.stats().promoted, 0);
+    new.step().await.unwrap();
+    assert_eq!(new.stats().promoted, 1);
+}
+
+#[tokio::test]
+async fn bad_input_gets_clear_errors() {
+    let err = Queue::connect("redis://127.0.0.1:1/", "q")
+        .await
+        .unwrap_err();
+    assert!(err.is_connect(), "{err}");
+    assert!(err.to_string().contains("redis://127.0.0.1:1/"), "{err}");
+    let err = Queue::connect("http://example/", "q").await.unwrap_err();
+    assert!(err.is_invalid_url(), "{err}");
+    let server = RedisServer::start();
+    for name in ["", "a{b}", &"n".repeat(200)] {
+        let err = Queue::connect(&server.url(), name).await.unwrap_err();
+        assert!(err.is_invalid_queue_name(), "{err}");
+    }
+    let queue = queue(&server, "bad").await;
+    let big = vec![0u8; tickless::durable::MAX_PAYLOAD_BYTES + 1];
+    let err = queue
+        .schedule("big", &big, Duration::ZERO)
+        .await
+        .unwrap_err();
+    assert!(err.is_payload_too_large(), "{err}");
+    assert!(err.to_string().contains("\"big\""), "{err}");
+    let err = queue.schedule("", b"", Duration::ZERO).await.unwrap_err();
+    assert!(err.is_invalid_id(), "{err}");
+    let long = "i".repeat(tickless::durable::MAX_ID_BYTES + 1);
+    assert!(queue.cancel(&long).await.unwrap_err().is_invalid_id());
+    // Exactly at the limit is fine.
+    let max = vec![7u8; tickless::durable::MAX_PAYLOAD_BYTES];
+    assert!(queue.schedule("max", &max, Duration::ZERO).await.unwrap());
+    let worker = queue.worker(WorkerOptions::default());
+    assert_eq!(
+        worker.try_claim(1).await.unwrap()[0].payload().len(),
+        max.len()
+    );
+    // Far deadlines saturate instead of failing.
+    assert!(queue.schedule("far", b"", Duration::MAX).await.unwrap());
+    assert!(queue
+        .schedule("past", b"", SystemTime::UNIX_EPOCH)
+        .await
+        .unwrap());
+}
+
+#[tokio::test]
+async fn garbage_in_the_queue_keys_is_an_error_naming_the_key() {
+    let server = RedisServer::start();
+    let name = queue_name("garbage");
+    let queue = Queue::connect(&server.url(), &name).await.unwrap();
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let jobs = format!("tickless:{{{name}}}:jobs");
+    let _: () = redis::cmd("HSET")
+        .arg(&jobs)
+        .arg("junk")
+        .arg("not a record")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    for err in [
+        queue.cancel("junk").await.unwrap_err(),
+        queue.reschedule("junk", Duration::ZERO).await.unwrap_err(),
+        queue
+            .schedule("junk", b"", Duration::ZERO)
+            .await
+            .unwrap_err(),
+        queue.job("junk").await.unwrap_err(),
+    ] {
+        assert!(err.is_garbage(), "{err}");
+        assert!(err.to_string().contains(&jobs), "{err}");
+        assert!(err.to_string().contains("junk"), "{err}");
+    }
+    let meta = format!("tickless:{{{name}}}:meta");
+    let _: () = redis::cmd("HSET")
+        .arg(&meta)
+        .arg("clock")
+        .arg("tomorrow")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let err = queue.schedule("ok", b"", Duration::ZERO).await.unwrap_err();
+    assert!(
+        err.is_garbage() && err.to_string().contains("clock"),
+        "{err}"
+    );
+    let _: () = redis::cmd("HDEL")
+        .arg(&meta)
+        .arg("clock")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    // A key of the wrong type is found on connect, and by any script that meets it.
+    let due = format!("tickless:{{{name}}}:due");
+    let _: () = redis::cmd("SET")
+        .arg(&due)
+        .arg("x")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let err = Queue::connect(&server.url(), &name).await.unwrap_err();
+    assert!(err.is_garbage() && err.to_string().contains(&due), "{err}");
+    let err = queue
+        .schedule("ok", b"", Duration::from_secs(5))
+        .await
+        .unwrap_err();
+    assert!(err.is_garbage(), "{err}");
+}
