@@ -502,14 +502,8 @@ impl Queue {
     /// [`Error::is_redis`], [`Error::is_garbage`].
     pub async fn stats(&self) -> Result<super::Stats, Error> {
         let meta = &self.inner.meta;
-        let (jobs, ready, flight, dead, fields, time): (
-            u64,
-            u64,
-            u64,
-            u64,
-            Vec<Option<String>>,
-            (u64, u64),
-        ) = redis::pipe()
+        type Counts = (u64, u64, u64, u64, Vec<Option<String>>, (u64, u64));
+        let (jobs, ready, flight, dead, fields, time): Counts = redis::pipe()
             .hlen(self.key("jobs"))
             .llen(self.key("ready"))
             .zcard(self.key("flight"))

@@ -177,6 +177,9 @@ pub struct Worker {
 
 type Wait = Pin<Box<dyn Future<Output = redis::RedisResult<()>> + Send>>;
 
+/// How long a finished job's ack may wait for a claim to ride on.
+const ACK_DELAY: Duration = Duration::from_millis(5);
+
 impl Queue {
     /// A worker for this queue (see [`Worker`]).
     pub fn worker(&self, options: WorkerOptions) -> Worker {
@@ -338,9 +341,9 @@ impl Worker {
     }
 
     /// Runs `handler` on every job, up to `concurrency` at once, until an error that
-    /// retrying cannot cure ([`Error::is_garbage`]). A handler's `Ok` acks the job (acks
-    /// ride on the next claim, or go at once when nothing else is due); an `Err` or a
-    /// panic fails it (retry after backoff, or dead after the last attempt). Leases of
+    /// retrying cannot cure ([`Error::is_garbage`]). A handler's `Ok` acks the job; an `Err` or a
+    /// panic fails it (retry after backoff, or dead after the last attempt). Acks ride on
+    /// the next claim, waiting at most 5 ms for one. Leases of
     /// running handlers are extended every third of the lease. When Redis goes away, the
     /// worker reconnects with backoff (100 ms doubling to 2 s); deliveries whose ack was
     /// lost are delivered again.
@@ -367,14 +370,19 @@ impl Worker {
         let mut extend_at = Instant::now() + self.options.lease / 3;
         let mut backoff = Duration::from_millis(100);
         let concurrency = self.options.concurrency.max(1);
+        // Acks wait up to ACK_DELAY for the next claim to ride on, which saves a script
+        // call per wave of jobs; a worker with nothing else to do flushes them then.
+        let mut ack_due: Option<Instant> = None;
         loop {
             let capacity = concurrency.saturating_sub(running.len());
-            if !acks.is_empty() || (maybe_ready && capacity > 0) {
+            let acks_due = ack_due.is_some_and(|due| Instant::now() >= due);
+            if acks_due || (maybe_ready && capacity > 0) {
                 let asked = if maybe_ready { capacity } else { 0 };
                 match self.claim_and_ack(&acks, asked).await {
                     Ok((_, jobs)) => {
                         backoff = Duration::from_millis(100);
                         acks.clear();
+                        ack_due = None;
                         if jobs.len() < asked {
                             maybe_ready = false;
                         }
@@ -424,7 +432,10 @@ impl Worker {
                             running.remove(&job.id);
                         }
                         match result {
-                            Ok(()) => acks.push((job.id, job.attempt)),
+                            Ok(()) => {
+                                acks.push((job.id, job.attempt));
+                                ack_due.get_or_insert_with(|| Instant::now() + ACK_DELAY);
+                            }
                             Err(error) => {
                                 // A lost answer leaves the job in flight: its lease ends
                                 // and it is delivered again.
@@ -442,6 +453,7 @@ impl Worker {
                         backoff = (backoff * 2).min(Duration::from_secs(2));
                     }
                 }
+                _ = crate::sleep_until(ack_due.unwrap_or(extend_at)), if ack_due.is_some() => {}
                 _ = crate::sleep_until(extend_at), if extending => {
                     extend_at = Instant::now() + self.options.lease / 3;
                     let ids: Vec<&str> = running.keys().map(String::as_str).collect();
