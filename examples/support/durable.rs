@@ -318,13 +318,6 @@ async fn deliver(
     let ids = ids("job", n);
     let spread = sizes.lag_spread.as_millis() as usize;
     let when = |i: usize| When::After(Duration::from_millis(1_000 + (spread * i / n) as u64));
-    if std::env::var_os("DURABLE_COMMANDSTATS").is_some() {
-        let _: () = redis::cmd("CONFIG")
-            .arg("RESETSTAT")
-            .query_async(admin)
-            .await
-            .expect("RESETSTAT");
-    }
     let (commands0, cpu0) = (commands(admin).await, cpu_us(admin).await);
     let tasks = if peer {
         let peer = Peer::connect(url, name).await;
@@ -370,14 +363,6 @@ async fn deliver(
     // Let the last acks go out before reading the counters.
     tokio::time::sleep(Duration::from_millis(200)).await;
     let (commands1, cpu1) = (commands(admin).await, cpu_us(admin).await);
-    if std::env::var_os("DURABLE_COMMANDSTATS").is_some() {
-        eprintln!("{}", info(admin, "commandstats").await);
-        let _: () = redis::cmd("CONFIG")
-            .arg("RESETSTAT")
-            .query_async(admin)
-            .await
-            .expect("RESETSTAT");
-    }
     for task in tasks {
         task.abort();
     }

@@ -13,23 +13,40 @@
 -- the leader is armed for later.
 local now, m = meta({ 'armed', 'expires' })
 local lease, max, nacks = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local acks, atts = {}, {}
+for i = 1, nacks do
+  acks[i] = ARGV[3 + 2 * i - 1]
+  atts[i] = tonumber(ARGV[3 + 2 * i])
+end
+local ids = {}
+if max > 0 then
+  ids = redis.call('LPOP', READY, max) or {}
+end
+-- One read of the records of both the acked and the popped jobs.
+local fields = {}
+for i = 1, nacks do
+  fields[i] = acks[i]
+end
+for i = 1, #ids do
+  fields[nacks + i] = ids[i]
+end
+local recs = {}
+if #fields > 0 then
+  recs = redis.call('HMGET', JOBS, unpack(fields))
+end
 local acked = 0
+local completed = {}
 if nacks > 0 then
-  local ids, atts = {}, {}
-  for i = 1, nacks do
-    ids[i] = ARGV[3 + 2 * i - 1]
-    atts[i] = tonumber(ARGV[3 + 2 * i])
-  end
-  local recs = redis.call('HMGET', JOBS, unpack(ids))
-  local held = redis.call('ZMSCORE', FLIGHT, unpack(ids))
+  local held = redis.call('ZMSCORE', FLIGHT, unpack(acks))
   local gone, errs = {}, {}
   for i = 1, nacks do
     if recs[i] and held[i] then
-      local j = parse(ids[i], recs[i])
+      local j = parse(acks[i], recs[i])
       if j.loc == 's' and j.att == atts[i] then
-        gone[#gone + 1] = ids[i]
+        gone[#gone + 1] = acks[i]
+        completed[acks[i]] = true
         if j.att > 1 then
-          errs[#errs + 1] = ids[i]
+          errs[#errs + 1] = acks[i]
         end
       end
     end
@@ -44,23 +61,18 @@ if nacks > 0 then
   end
 end
 local out = { now, acked }
-if max <= 0 then
+if #ids == 0 then
   return out
 end
-local ids = redis.call('LPOP', READY, max)
-if not ids then
-  return out
-end
-local recs = redis.call('HMGET', JOBS, unpack(ids))
 local writes, flight, tomb = {}, {}, {}
 local ends = now + lease
 -- An id can come twice in one pop (a stale entry, then a live one): its record is
 -- parsed once and changed in place.
 local parsed = {}
 for i = 1, #ids do
-  local id, rec = ids[i], recs[i]
+  local id, rec = ids[i], recs[nacks + i]
   local j = parsed[id]
-  if j == nil and rec then
+  if j == nil and rec and not completed[id] then
     j = parse(id, rec)
     parsed[id] = j
   end

@@ -31,6 +31,8 @@ local CHANNEL = P .. 'wake'
 local W0, SPAN, KMAX = 1024, 64, 6
 -- A bucket is drained LEAD ms before its start, into the staged window.
 local LEAD = 256
+-- A bucket is drained at most DRAIN jobs per script call.
+local DRAIN = 256
 -- A leader lease shortened for near work ends no later than now + BUSY.
 local BUSY = 750
 

@@ -44,9 +44,11 @@ for i = 1, #items, 2 do
     done[#done + 1] = member
     budget = budget - 1
   elseif kind == 'b' then
+    -- At most DRAIN jobs of a bucket per call, so that one call holds Redis briefly.
+    local take = math.min(budget, DRAIN)
     local key = bucket_key(member)
-    local ids = redis.call('SPOP', key, budget)
-    if #ids < budget then
+    local ids = redis.call('SPOP', key, take)
+    if #ids < take then
       done[#done + 1] = member
     else
       more = 1
@@ -108,10 +110,10 @@ if #done > 0 then
 end
 -- The leader reads `next` from this call, so nothing added here needs publishing.
 flush(b, now, 0, 0)
-local next = redis.call('ZRANGE', DUE, 0, 0, 'WITHSCORES')
+local head = redis.call('ZRANGE', DUE, 0, 0, 'WITHSCORES')
 local nxt = -1
-if #next > 0 then
-  nxt = tonumber(next[2])
+if #head > 0 then
+  nxt = tonumber(head[2])
 end
 local armed = tonumber(m.armed) or 0
 if nxt < 0 then
