@@ -15,12 +15,13 @@
 //! one renewal per 30 s and one look per candidate per 30 s.
 
 use super::error::Error;
+use super::leader_handle::{stats, LeaderHandle, LeaderStats, Shared};
 use super::queue::Queue;
 use super::scripts::scripts;
 use futures_core::Stream;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::task::Context;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -80,68 +81,6 @@ pub struct Leader {
     shared: Arc<Shared>,
     role: Role,
     last_map: Option<ClockMap>,
-}
-
-#[derive(Debug, Default)]
-struct Shared {
-    leading: AtomicBool,
-    token: AtomicU64,
-    promoted: AtomicU64,
-    leaderships: AtomicU64,
-    lags: Mutex<Lags>,
-}
-
-/// Promotion lags in whole milliseconds, 0..=60,000 (the last counts anything later).
-#[derive(Debug, Default)]
-struct Lags {
-    counts: Vec<u64>,
-    total: u64,
-}
-
-impl Lags {
-    const MAX_MS: usize = 60_000;
-
-    fn record(&mut self, ms: i64) {
-        if self.counts.is_empty() {
-            self.counts = vec![0; Lags::MAX_MS + 1];
-        }
-        let i = usize::try_from(ms.max(0)).unwrap_or(0).min(Lags::MAX_MS);
-        self.counts[i] += 1;
-        self.total += 1;
-    }
-
-    fn quantile(&self, q: f64) -> Option<u64> {
-        if self.total == 0 {
-            return None;
-        }
-        let rank = ((self.total - 1) as f64 * q).round() as u64;
-        let mut seen = 0;
-        for (ms, count) in self.counts.iter().enumerate() {
-            seen += count;
-            if seen > rank {
-                return Some(ms as u64);
-            }
-        }
-        Some(Lags::MAX_MS as u64)
-    }
-}
-
-/// What one leader process saw: see [`LeaderHandle::stats`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct LeaderStats {
-    /// Whether this process holds the lease now.
-    pub leading: bool,
-    /// The fencing token of its current or last leadership (0: never led).
-    pub token: u64,
-    /// How many times it became leader.
-    pub leaderships: u64,
-    /// Jobs it moved to the ready list.
-    pub promoted: u64,
-    /// Median lag from due time to the ready list, in ms, over its promotions.
-    pub lag_p50_ms: Option<u64>,
-    /// 99th percentile of the same.
-    pub lag_p99_ms: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -205,53 +144,6 @@ fn default_name() -> String {
             .map_or(0, |d| d.as_nanos()),
     );
     format!("pid{}-{:08x}", std::process::id(), hasher.finish() as u32)
-}
-
-/// A running [`Leader`]: see what it does, stop it.
-#[derive(Debug)]
-pub struct LeaderHandle {
-    shared: Arc<Shared>,
-    stop: watch::Sender<bool>,
-    task: Option<tokio::task::JoinHandle<Result<(), Error>>>,
-}
-
-impl LeaderHandle {
-    /// What this leader has done so far.
-    pub fn stats(&self) -> LeaderStats {
-        stats(&self.shared)
-    }
-
-    /// Steps down (releasing the lease, so a candidate takes over at once) and ends the
-    /// task. Returns the task's error if it had stopped on one.
-    pub async fn stop(mut self) -> Result<(), Error> {
-        let _ = self.stop.send(true);
-        match self.task.take() {
-            Some(task) => task.await.unwrap_or(Ok(())),
-            None => Ok(()),
-        }
-    }
-}
-
-impl Drop for LeaderHandle {
-    /// Ends the task without releasing the lease: candidates take over when it ends, as
-    /// after a crash. Use [`stop`](LeaderHandle::stop) to step down at once.
-    fn drop(&mut self) {
-        if let Some(task) = self.task.take() {
-            task.abort();
-        }
-    }
-}
-
-fn stats(shared: &Shared) -> LeaderStats {
-    let lags = shared.lags.lock().unwrap_or_else(|e| e.into_inner());
-    LeaderStats {
-        leading: shared.leading.load(Ordering::Relaxed),
-        token: shared.token.load(Ordering::Relaxed),
-        leaderships: shared.leaderships.load(Ordering::Relaxed),
-        promoted: shared.promoted.load(Ordering::Relaxed),
-        lag_p50_ms: lags.quantile(0.5),
-        lag_p99_ms: lags.quantile(0.99),
-    }
 }
 
 impl Leader {

@@ -93,7 +93,9 @@
 //! ([`Queue::set_manual_clock`]): a field of `meta` that every script reads instead.
 
 mod error;
+mod inspect;
 mod leader;
+mod leader_handle;
 mod queue;
 mod reply;
 mod scripts;
@@ -101,7 +103,8 @@ mod stats;
 mod worker;
 
 pub use error::Error;
-pub use leader::{Leader, LeaderHandle, LeaderOptions, LeaderStats};
+pub use leader::{Leader, LeaderOptions};
+pub use leader_handle::{LeaderHandle, LeaderStats};
 pub use queue::{Queue, When, MAX_ID_BYTES, MAX_PAYLOAD_BYTES, MAX_QUEUE_NAME_BYTES};
 pub use reply::{JobInfo, JobState};
 pub use stats::Stats;
