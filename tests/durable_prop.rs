@@ -21,6 +21,7 @@ const MAX_ATTEMPTS: u32 = 2;
 enum Op {
     Schedule(u8, u64),
     Cancel(u8),
+    CancelBatch(Vec<u8>),
     Reschedule(u8, u64),
     Advance(u64),
     Claim,
@@ -43,6 +44,7 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         4 => (0..IDS, delay()).prop_map(|(id, d)| Op::Schedule(id, d)),
         1 => (0..IDS).prop_map(Op::Cancel),
+        1 => proptest::collection::vec(0..IDS, 1..6).prop_map(Op::CancelBatch),
         2 => (0..IDS, delay()).prop_map(|(id, d)| Op::Reschedule(id, d)),
         4 => prop_oneof![0u64..3, 0u64..2_000, 0u64..100_000, 0u64..10_000_000].prop_map(Op::Advance),
         3 => Just(Op::Claim),
@@ -136,6 +138,21 @@ async fn run_case(url: &str, start: u64, ops: Vec<Op>) -> Result<(), TestCaseErr
                 let removed = queue.cancel(&id).await.unwrap();
                 prop_assert_eq!(removed, model.jobs.remove(&id).is_some(), "cancel {}", id);
                 held.remove(&id);
+            }
+            Op::CancelBatch(ids) => {
+                let ids: Vec<String> = ids.iter().map(|id| format!("job{id}")).collect();
+                let removed = queue
+                    .cancel_batch(ids.iter().map(String::as_str))
+                    .await
+                    .unwrap();
+                let expected: Vec<bool> = ids
+                    .iter()
+                    .map(|id| {
+                        held.remove(id);
+                        model.jobs.remove(id).is_some()
+                    })
+                    .collect();
+                prop_assert_eq!(removed, expected, "cancel_batch {:?}", ids);
             }
             Op::Reschedule(id, d) => {
                 let id = format!("job{id}");

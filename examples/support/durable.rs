@@ -84,7 +84,7 @@ async fn all(url: &str, sizes: &Sizes) -> Vec<Row> {
         ours.1,
         peer.1,
     );
-    line("cancel, jobs/s (pipelined)", ours.2, peer.2);
+    line("cancel, jobs/s (batched, 128 per call)", ours.2, peer.2);
     rows.push((
         "schedule >= 100,000 jobs/s".into(),
         format!("{:.0}/s (peer {:.0})", ours.0, peer.0),

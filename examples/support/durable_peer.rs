@@ -25,8 +25,12 @@ return 1";
 
 const PEER_CANCEL: &str = r"
 local p = KEYS[1]
-redis.call('ZREM', p .. 'delayed', ARGV[1])
-return redis.call('DEL', p .. 'job:' .. ARGV[1])";
+local n = 0
+for i = 1, #ARGV do
+  redis.call('ZREM', p .. 'delayed', ARGV[i])
+  n = n + redis.call('DEL', p .. 'job:' .. ARGV[i])
+end
+return n";
 
 const PEER_PROMOTE: &str = r"
 local p = KEYS[1]

@@ -397,24 +397,30 @@ impl Queue {
         Ok(reply.int(0)? == 1)
     }
 
-    /// Cancels many jobs in pipelined calls; returns, in order, whether each existed.
+    /// Cancels many jobs: 128 per script call, calls pipelined 32 at a time. Returns, in
+    /// order, whether each existed (an id given twice is cancelled once).
     ///
     /// # Errors
     ///
-    /// As [`cancel`](Queue::cancel).
+    /// As [`cancel`](Queue::cancel); every id is checked before any is sent.
     pub async fn cancel_batch<'a>(
         &self,
         ids: impl IntoIterator<Item = &'a str>,
     ) -> Result<Vec<bool>, Error> {
-        let mut calls = Vec::new();
+        let mut calls: Vec<Vec<Vec<u8>>> = Vec::new();
         for id in ids {
             check_id(id)?;
-            calls.push(vec![id.as_bytes().to_vec()]);
+            match calls.last_mut() {
+                Some(call) if call.len() < SCHEDULE_CHUNK => call.push(id.as_bytes().to_vec()),
+                _ => calls.push(vec![id.as_bytes().to_vec()]),
+            }
         }
-        let mut removed = Vec::with_capacity(calls.len());
-        for group in calls.chunks(SCHEDULE_CHUNK) {
+        let mut removed = Vec::new();
+        for group in calls.chunks(PIPELINE_CALLS) {
             for reply in self.call_many(&scripts().cancel, group).await? {
-                removed.push(reply.int(0)? == 1);
+                for i in 0..reply.len() {
+                    removed.push(reply.int(i)? == 1);
+                }
             }
         }
         Ok(removed)
