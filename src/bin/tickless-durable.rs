@@ -58,8 +58,28 @@ async fn run(args: &[String]) -> Result<(), String> {
         "inspect" => inspect(&queue).await.map_err(|e| e.to_string()),
         "job" => {
             let id = args.get(3).ok_or("job needs an id")?;
+            let now = queue.now().await.map_err(|e| e.to_string())?;
             match queue.job(id).await.map_err(|e| e.to_string())? {
-                Some(info) => println!("{info:#?}"),
+                Some(info) => {
+                    println!(
+                        "job {:?}: {:?}, due {}",
+                        info.id,
+                        info.state,
+                        ago(now, info.due)
+                    );
+                    println!("  attempts {} of {}", info.attempts, info.max_attempts);
+                    if let Some(ends) = info.lease_ends {
+                        println!("  lease ends {}", ago(now, ends));
+                    }
+                    if let Some(error) = &info.last_error {
+                        println!("  last error: {error}");
+                    }
+                    let shown: String = String::from_utf8_lossy(&info.payload)
+                        .chars()
+                        .take(200)
+                        .collect();
+                    println!("  payload ({} bytes): {shown:?}", info.payload.len());
+                }
                 None => println!("no job {id:?} in queue {name:?}"),
             }
             Ok(())
