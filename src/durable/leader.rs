@@ -295,14 +295,15 @@ impl Leader {
             }
             self.acquire().await?;
         }
-        if let Role::Leading { renew_at, .. } = self.role {
-            if Instant::now() >= renew_at {
-                self.renew().await?;
-            }
-        }
+        // Tick first: the lease renewed after it is sized by the head the tick saw.
         if let Role::Leading { next_wake, .. } = self.role {
             if Instant::now() >= next_wake {
                 self.tick().await?;
+            }
+        }
+        if let Role::Leading { renew_at, .. } = self.role {
+            if Instant::now() >= renew_at {
+                self.renew().await?;
             }
         }
         Ok(())
@@ -326,6 +327,7 @@ impl Leader {
             local,
             queue_ms: now,
         };
+        self.last_map = Some(map);
         if reply.int(0)? == 1 {
             let token = reply.int(1)?.max(0) as u64;
             self.shared.token.store(token, Ordering::Relaxed);

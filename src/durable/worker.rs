@@ -348,6 +348,10 @@ impl Worker {
     /// worker reconnects with backoff (100 ms doubling to 2 s); deliveries whose ack was
     /// lost are delivered again.
     ///
+    /// To stop a worker, drop this future (or abort its task): handlers already running
+    /// finish on their own, and jobs whose ack had not reached Redis are delivered again
+    /// when their lease ends.
+    ///
     /// At least once means a handler can run more than once for a job: when a worker dies
     /// after the handler's effect but before the ack, or stalls past its lease. Make
     /// handlers idempotent (the job id is a natural key) or check for the effect first.
