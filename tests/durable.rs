@@ -6,7 +6,7 @@ mod support;
 
 use std::time::{Duration, SystemTime};
 use support::{queue_name, RedisServer};
-use tickless::durable::{Backoff, Failed, JobState, LeaderOptions, Queue, WorkerOptions};
+use tickless::durable::{Backoff, Failed, JobState, LeaderOptions, Queue, When, WorkerOptions};
 
 async fn queue(server: &RedisServer, test: &str) -> Queue {
     Queue::connect(&server.url(), &queue_name(test))
@@ -343,4 +343,134 @@ async fn garbage_in_the_queue_keys_is_an_error_naming_the_key() {
         .await
         .unwrap_err();
     assert!(err.is_garbage(), "{err}");
+}
+
+async fn commands_served(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
+    let text: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await
+        .unwrap();
+    text.lines()
+        .filter(|l| l.starts_with("cmdstat_") && !l.starts_with("cmdstat_info:"))
+        .filter_map(|l| {
+            l.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn running_queue_delivers_every_job_then_idles_without_commands() {
+    let server = RedisServer::start();
+    let name = queue_name("live");
+    let queue = Queue::connect(&server.url(), &name).await.unwrap();
+    let n = 300;
+    let ids: Vec<String> = (0..n).map(|i| format!("j{i}")).collect();
+    let jobs = ids.iter().enumerate().map(|(i, id)| {
+        (
+            id.as_str(),
+            b"".as_slice(),
+            Duration::from_millis(200 + 3 * i as u64).into(),
+        )
+    });
+    queue.schedule_batch(jobs).await.unwrap();
+    let leader = queue.leader(LeaderOptions::default()).spawn();
+    let candidate = queue.leader(LeaderOptions::default()).spawn();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let worker = tokio::spawn(queue.worker(WorkerOptions::default()).run(move |job| {
+        let _ = tx.send((job.id().to_string(), job.claimed_at() >= job.due()));
+        async { Ok::<(), std::io::Error>(()) }
+    }));
+    let mut seen = std::collections::BTreeSet::new();
+    while seen.len() < n {
+        let (id, on_time) = tokio::time::timeout(Duration::from_secs(10), rx.recv())
+            .await
+            .expect("every job within 10 s")
+            .unwrap();
+        assert!(on_time, "{id} was handed out before its due time");
+        assert!(seen.insert(id), "delivered twice with no crash");
+    }
+    // One of the two leads; it promoted the jobs and measured their lag.
+    let (a, b) = (leader.stats(), candidate.stats());
+    assert!(a.leading != b.leading, "{a:?} {b:?}");
+    let stats = if a.leading { a } else { b };
+    assert!(
+        stats.promoted > 0 && stats.lag_p50_ms.is_some(),
+        "{stats:?}"
+    );
+    // Far work only: after the lease settles to its idle length, nothing polls.
+    queue
+        .schedule("far", b"", Duration::from_secs(3600))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(2_000)).await;
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut admin = client.get_multiplexed_async_connection().await.unwrap();
+    let before = commands_served(&mut admin).await;
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let after = commands_served(&mut admin).await;
+    assert_eq!(after - before, 0, "an idle queue sent commands");
+    // Every key of the queue carries its hash tag (one Redis Cluster slot).
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("*")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    assert!(!keys.is_empty());
+    for key in keys {
+        assert!(key.starts_with(&format!("tickless:{{{name}}}:")), "{key}");
+    }
+    worker.abort();
+    leader.stop().await.unwrap();
+    drop(candidate);
+}
+
+#[tokio::test]
+async fn far_jobs_share_coarse_buckets_with_one_due_member_each() {
+    let server = RedisServer::start();
+    let name = queue_name("buckets");
+    let queue = Queue::connect(&server.url(), &name).await.unwrap();
+    queue.set_manual_clock(Some(at(T0))).await.unwrap();
+    // 10,000 jobs due over one minute, an hour ahead.
+    let ids: Vec<String> = (0..10_000).map(|i| format!("f{i}")).collect();
+    let jobs = ids.iter().enumerate().map(|(i, id)| {
+        (
+            id.as_str(),
+            b"".as_slice(),
+            When::At(at(T0 + 3_600_000 + 6 * i as u64)),
+        )
+    });
+    queue.schedule_batch(jobs).await.unwrap();
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let due: Vec<String> = redis::cmd("ZRANGE")
+        .arg(format!("tickless:{{{name}}}:due"))
+        .arg(0)
+        .arg(-1)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(due.len() <= 3, "one member per non-empty bucket: {due:?}");
+    // Coarse buckets (70 min or wider, as the slots align), never one per job.
+    assert!(
+        due.iter()
+            .all(|m| m.starts_with("b2:") || m.starts_with("b3:")),
+        "{due:?}"
+    );
+    // Cancelling every job of a bucket removes its member too.
+    queue
+        .cancel_batch(ids.iter().map(String::as_str))
+        .await
+        .unwrap();
+    let left: u64 = redis::cmd("ZCARD")
+        .arg(format!("tickless:{{{name}}}:due"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(left, 0);
 }
