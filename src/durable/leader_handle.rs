@@ -68,7 +68,7 @@ pub struct LeaderStats {
     pub lag_p99_ms: Option<u64>,
 }
 
-/// A running [`Leader`]: see what it does, stop it.
+/// A running [`Leader`](super::Leader): see what it does, stop it.
 #[derive(Debug)]
 pub struct LeaderHandle {
     pub(crate) shared: Arc<Shared>,
