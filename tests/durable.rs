@@ -474,3 +474,62 @@ async fn far_jobs_share_coarse_buckets_with_one_due_member_each() {
         .unwrap();
     assert_eq!(left, 0);
 }
+
+#[tokio::test]
+async fn unreadable_records_are_set_aside_and_the_queue_goes_on() {
+    let server = RedisServer::start();
+    let name = queue_name("quarantine");
+    let queue = Queue::connect(&server.url(), &name).await.unwrap();
+    queue.set_manual_clock(Some(at(T0))).await.unwrap();
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let jobs = format!("tickless:{{{name}}}:jobs");
+    // One job in a bucket and one in the ready list get their records overwritten.
+    queue
+        .schedule("bad-bucket", b"", at(T0 + 5_000))
+        .await
+        .unwrap();
+    queue.schedule("good", b"", at(T0 + 5_000)).await.unwrap();
+    queue
+        .schedule("bad-ready", b"", Duration::ZERO)
+        .await
+        .unwrap();
+    queue
+        .schedule("good-ready", b"", Duration::ZERO)
+        .await
+        .unwrap();
+    for id in ["bad-bucket", "bad-ready"] {
+        let _: () = redis::cmd("HSET")
+            .arg(&jobs)
+            .arg(id)
+            .arg("???")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+    }
+    let worker = queue.worker(WorkerOptions::default());
+    let ready = worker.try_claim(10).await.unwrap();
+    assert_eq!(
+        ready.iter().map(|j| j.id()).collect::<Vec<_>>(),
+        ["good-ready"]
+    );
+    let mut leader = queue.leader(LeaderOptions::default());
+    queue
+        .advance_manual_clock(Duration::from_secs(5))
+        .await
+        .unwrap();
+    leader.step().await.unwrap();
+    let due = worker.try_claim(10).await.unwrap();
+    assert_eq!(due.iter().map(|j| j.id()).collect::<Vec<_>>(), ["good"]);
+    let dead = queue.dead(10).await.unwrap();
+    let mut ids: Vec<&str> = dead.iter().map(|d| d.id.as_str()).collect();
+    ids.sort();
+    assert_eq!(ids, ["bad-bucket", "bad-ready"]);
+    for info in &dead {
+        let error = info.last_error.as_deref().unwrap_or_default();
+        assert!(error.contains(&jobs) && error.contains(&info.id), "{error}");
+    }
+    // Nothing is lost: the records are as found, and can be cancelled.
+    assert!(queue.cancel("bad-ready").await.unwrap());
+    assert_eq!(queue.stats().await.unwrap().dead, 1);
+}

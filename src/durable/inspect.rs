@@ -21,7 +21,9 @@ impl Queue {
         Ok(reply.int(0)? == 1)
     }
 
-    /// Up to `limit` dead jobs, oldest first: id, attempts, the last error, payload.
+    /// Up to `limit` dead jobs, oldest first: id, attempts, the last error, payload. A job
+    /// whose record a leader or worker found unreadable is here too (with no payload and
+    /// the error naming the record), so that one bad record never stops the queue.
     ///
     /// # Errors
     ///
@@ -35,8 +37,22 @@ impl Queue {
             .map_err(|err| Error::redis(&dead, "ZRANGE", err))?;
         let mut out = Vec::with_capacity(ids.len());
         for id in ids {
-            if let Some(info) = self.job(&id).await? {
-                out.push(info);
+            match self.job(&id).await {
+                Ok(Some(info)) => out.push(info),
+                Ok(None) => {}
+                // Quarantined by a leader or worker: its record is not ours. It is listed
+                // with the error that names it (and can be cancelled).
+                Err(err) if err.is_garbage() => out.push(super::JobInfo {
+                    id,
+                    state: super::JobState::Dead,
+                    due: std::time::UNIX_EPOCH,
+                    attempts: 0,
+                    max_attempts: 0,
+                    lease_ends: None,
+                    last_error: Some(err.to_string()),
+                    payload: Vec::new(),
+                }),
+                Err(err) => return Err(err),
             }
         }
         Ok(out)

@@ -17,7 +17,15 @@ for i = 1, #ARGV do
   local id, rec = ARGV[i], recs[i]
   local j = nil
   if rec and not done[id] then
-    j = parse(id, rec)
+    j = readable(rec)
+    if j == nil then
+      -- A quarantined job (dead, its record unreadable) can be cancelled; any other
+      -- unreadable record is an error naming it.
+      if not redis.call('ZSCORE', DEAD, id) then
+        garbage(JOBS, unreadable(id))
+      end
+      j = { loc = 'd', att = 1, skip = 0 }
+    end
   end
   if j == nil or j.loc == 'x' then
     out[i] = 0

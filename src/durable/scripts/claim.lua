@@ -10,7 +10,9 @@
 -- stale ones (no record, a tombstone, or counted in skip: I5), and moves each live one to
 -- `flight` with its lease end as score and its attempt count raised. The lease marker `l`
 -- in `due` is lowered to the new lease end if that is earlier (ZADD LT), and published if
--- the leader is armed for later.
+-- the leader is armed for later. A popped id whose record cannot be read is put in
+-- `dead` with an error naming it (lib.lua's quarantine), so one bad record stops no
+-- worker.
 local now, m = meta({ 'armed', 'expires' })
 local lease, max, nacks = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local acks, atts = {}, {}
@@ -40,8 +42,8 @@ if nacks > 0 then
   local held = redis.call('ZMSCORE', FLIGHT, unpack(acks))
   local gone, errs = {}, {}
   for i = 1, nacks do
-    if recs[i] and held[i] then
-      local j = parse(acks[i], recs[i])
+    local j = recs[i] and readable(recs[i])
+    if j and held[i] then
       if j.loc == 's' and j.att == atts[i] then
         gone[#gone + 1] = acks[i]
         completed[acks[i]] = true
@@ -73,7 +75,11 @@ for i = 1, #ids do
   local id, rec = ids[i], recs[nacks + i]
   local j = parsed[id]
   if j == nil and rec and not completed[id] then
-    j = parse(id, rec)
+    j = readable(rec)
+    if j == nil then
+      quarantine(id, now)
+      j = { loc = 'gone' }
+    end
     parsed[id] = j
   end
   if j and j.loc ~= 'gone' then

@@ -97,14 +97,35 @@ local function place(due, h)
   return k, start
 end
 
-local function parse(id, rec)
+-- A job record (I1) as a table, or nil if `rec` is not one.
+local function readable(rec)
   local due, loc, att, max, skip, pos =
     string.match(rec, '^(%d+)|([%dsdx])|(%d+)|(%d+)|(%d+)|()')
   if due == nil then
-    garbage(JOBS, 'field ' .. string.format('%q', id) .. ' is not a job record')
+    return nil
   end
   return { due = tonumber(due), loc = loc, att = tonumber(att), max = tonumber(max),
            skip = tonumber(skip), payload = string.sub(rec, pos) }
+end
+
+local function unreadable(id)
+  return 'field ' .. string.format('%q', id) .. ' is not a job record'
+end
+
+-- For calls a user makes: an unreadable record is an error naming it.
+local function parse(id, rec)
+  local j = readable(rec)
+  if j == nil then
+    garbage(JOBS, unreadable(id))
+  end
+  return j
+end
+
+-- For the leader and workers, which must go on: a job whose record cannot be read is
+-- put in `dead` (its record left as found), with an error naming it, and skipped.
+local function quarantine(id, now)
+  redis.call('ZADD', DEAD, now, id)
+  redis.call('HSET', ERRORS, id, 'garbage in ' .. JOBS .. ': ' .. unreadable(id))
 end
 
 local function record(j)

@@ -57,8 +57,10 @@ for i = 1, #items, 2 do
       budget = budget - #ids
       local recs = redis.call('HMGET', JOBS, unpack(ids))
       for x = 1, #ids do
-        if recs[x] then
-          local j = parse(ids[x], recs[x])
+        local j = recs[x] and readable(recs[x])
+        if recs[x] and j == nil then
+          quarantine(ids[x], now)
+        elseif j then
           if j.loc ~= 'x' and j.loc ~= 's' and j.loc ~= 'd' then
             if j.due <= now then
               lags[#lags + 1] = now - j.due
@@ -75,8 +77,10 @@ for i = 1, #items, 2 do
       local recs = redis.call('HMGET', JOBS, unpack(ended))
       local dead = {}
       for x = 1, #ended do
-        if recs[x] then
-          local j = parse(ended[x], recs[x])
+        local j = recs[x] and readable(recs[x])
+        if recs[x] and j == nil then
+          quarantine(ended[x], now)
+        elseif j then
           local note = 'lease ended during attempt ' .. int(j.att) .. ' of ' .. int(j.max)
           if j.att >= j.max then
             j.loc = 'd'
