@@ -33,7 +33,8 @@ use tokio::time::Instant;
 pub struct LeaderOptions {
     /// The lease while work is near: a killed leader is replaced within this (750 ms).
     pub busy_lease: Duration,
-    /// The longest lease, taken when the next due work is further away (60 s).
+    /// The longest lease, taken when the next due work is further away (60 s). Both
+    /// leases are kept within 10 ms and one day, the idle one no shorter than the busy.
     pub idle_lease: Duration,
     /// Jobs touched per `tick.lua` call (1,000), which bounds how long one call holds
     /// Redis.
@@ -120,8 +121,12 @@ const FAR: Duration = Duration::from_secs(86_400 * 365);
 
 impl Queue {
     /// A leadership candidate for this queue (see [`Leader`]).
-    pub fn leader(&self, options: LeaderOptions) -> Leader {
+    pub fn leader(&self, mut options: LeaderOptions) -> Leader {
         let name = options.name.clone().unwrap_or_else(default_name);
+        // A lease between 10 ms and a day: timers and the scripts' arithmetic stay sane.
+        let (shortest, longest) = (Duration::from_millis(10), Duration::from_secs(86_400));
+        options.busy_lease = options.busy_lease.clamp(shortest, longest);
+        options.idle_lease = options.idle_lease.clamp(options.busy_lease, longest);
         Leader {
             queue: self.clone(),
             options,
@@ -434,7 +439,7 @@ impl Leader {
             let now = reply.int(0)?.max(0) as u64;
             let next = reply.int(1)?;
             let more = reply.int(2)? == 1;
-            let promoted = reply.len() - 3;
+            let promoted = reply.len().saturating_sub(3);
             if promoted > 0 {
                 let mut lags = self.shared.lags.lock().unwrap_or_else(|e| e.into_inner());
                 for i in 3..reply.len() {

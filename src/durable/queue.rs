@@ -347,28 +347,23 @@ impl Queue {
     {
         let attempts = self.inner.max_attempts.to_string().into_bytes();
         let mut calls: Vec<Vec<Vec<u8>>> = Vec::new();
-        let mut in_call = 0;
         for (id, payload, when) in jobs {
             let payload = payload.as_ref();
             check_job(id, payload)?;
-            if in_call == 0 {
-                calls.push(vec![Vec::new()]);
-            }
-            let args = calls.last_mut().expect("a call was just pushed");
-            args.push(id.as_bytes().to_vec());
-            args.push(when.arg().into_bytes());
-            args.push(attempts.clone());
-            args.push(payload.to_vec());
-            in_call += 1;
-            if in_call == SCHEDULE_CHUNK {
-                args[0] = in_call.to_string().into_bytes();
-                in_call = 0;
+            let job = [
+                id.as_bytes().to_vec(),
+                when.arg().into_bytes(),
+                attempts.clone(),
+                payload.to_vec(),
+            ];
+            match calls.last_mut() {
+                Some(args) if args.len() < 1 + 4 * SCHEDULE_CHUNK => args.extend(job),
+                _ => calls.push([vec![Vec::new()], job.to_vec()].concat()),
             }
         }
-        if in_call > 0 {
-            if let Some(args) = calls.last_mut() {
-                args[0] = in_call.to_string().into_bytes();
-            }
+        // Each call starts with its number of jobs.
+        for args in &mut calls {
+            args[0] = ((args.len() - 1) / 4).to_string().into_bytes();
         }
         let mut added = Vec::new();
         for group in calls.chunks(PIPELINE_CALLS) {

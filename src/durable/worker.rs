@@ -71,7 +71,8 @@ impl Backoff {
 pub struct WorkerOptions {
     /// How long a delivery holds its job before it is delivered again (30 s).
     /// [`Worker::run`] extends the leases of running handlers every third of this, so
-    /// only a worker that died (or stalled that long) loses its jobs.
+    /// only a worker that died (or stalled that long) loses its jobs. Kept within 10 ms
+    /// and one day.
     pub lease: Duration,
     /// Handlers [`Worker::run`] runs at once (32).
     pub concurrency: usize,
@@ -182,7 +183,11 @@ const ACK_DELAY: Duration = Duration::from_millis(5);
 
 impl Queue {
     /// A worker for this queue (see [`Worker`]).
-    pub fn worker(&self, options: WorkerOptions) -> Worker {
+    pub fn worker(&self, mut options: WorkerOptions) -> Worker {
+        // A lease between 10 ms and a day: timers and the scripts' arithmetic stay sane.
+        options.lease = options
+            .lease
+            .clamp(Duration::from_millis(10), Duration::from_secs(86_400));
         Worker {
             queue: self.clone(),
             options,
@@ -300,7 +305,7 @@ impl Worker {
         let received = Instant::now();
         let now = reply.int(0)?.max(0) as u64;
         let acked = reply.int(1)?.max(0) as usize;
-        let mut jobs = Vec::with_capacity((reply.len() - 2) / 4);
+        let mut jobs = Vec::with_capacity(reply.len().saturating_sub(2) / 4);
         let mut i = 2;
         while i + 3 < reply.len() {
             jobs.push(job(&mut reply, i, now, received)?);
