@@ -92,7 +92,7 @@
 //! Why a staged window in Redis rather than in the leader's memory: a new leader, or one
 //! that reconnects, finds the window where the last one left it, and a job scheduled
 //! into it needs no message to the leader beyond "wake earlier". `BENCHMARKS.md` has the
-//! cost (about 5 µs of Redis CPU per job) and the lag it buys (p50 1 ms, p99 5 ms).
+//! cost (about 5 µs of Redis CPU per job) and the lag it buys (p50 1 ms, p99 4 ms).
 //!
 //! # The clock
 //!
