@@ -13,6 +13,9 @@
 //! implementation (this program again, with `--child`), so that no run inherits another's
 //! freed memory or threads.
 
+#[cfg(feature = "redis")]
+#[path = "support/durable.rs"]
+mod durable;
 mod support;
 
 use futures::stream::{FuturesUnordered, StreamExt};
@@ -50,7 +53,11 @@ fn main() {
     if args.first().map(String::as_str) == Some("--child") {
         return child_main(&args[1..]);
     }
-    let sizes = if args.iter().any(|arg| arg == "--quick") {
+    let quick = args.iter().any(|arg| arg == "--quick");
+    if args.iter().any(|arg| arg == "--durable") {
+        return durable_section(quick);
+    }
+    let sizes = if quick {
         Sizes {
             rounds: 1,
             churn: 200_000,
@@ -97,6 +104,33 @@ fn main() {
         }
     }
     print_targets(&targets);
+    #[cfg(feature = "redis")]
+    durable_section(quick);
+}
+
+/// Issue 12's `durable` section: `--features redis`, alone with `--durable`.
+fn durable_section(quick: bool) {
+    #[cfg(feature = "redis")]
+    {
+        let rows = durable::run(quick);
+        println!("\n### Targets (issue 12, durable jobs)\n");
+        println!("| target | measured | met |");
+        println!("|---|---|---|");
+        for (what, measured, met) in &rows {
+            println!(
+                "| {what} | {measured} | {} |",
+                if *met { "yes" } else { "**no**" }
+            );
+        }
+        let met = rows.iter().filter(|row| row.2).count();
+        println!("\n{met} of {} targets met.", rows.len());
+    }
+    #[cfg(not(feature = "redis"))]
+    {
+        let _ = quick;
+        eprintln!("the durable section needs the redis feature: cargo run --release --features redis --example compare -- --durable");
+        std::process::exit(2);
+    }
 }
 
 fn target(issue: u32, what: &'static str, measured: String, met: bool) -> Target {

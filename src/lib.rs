@@ -39,6 +39,11 @@
 //! `use tokio::time;` becomes `use tickless as time;`). `DelayQueue` and its
 //! `delay_queue::{Key, Expired}` mirror `tokio_util::time`.
 //!
+//! # Durable jobs
+//!
+//! With the cargo feature `redis`, `tickless::durable` keeps delayed jobs in Redis: a timing wheel
+//! whose buckets are Redis keys, moved by one fenced leader, delivered at least once.
+//!
 //! # Which timer
 //!
 //! The free functions use [`Timer::current`]: an [entered](Timer::enter) timer, else the
@@ -67,6 +72,8 @@
 
 mod callback;
 mod driver;
+#[cfg(feature = "redis")]
+pub mod durable;
 pub mod purgatory;
 mod time;
 mod timer;

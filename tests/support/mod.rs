@@ -1,11 +1,16 @@
-//! Helpers shared by the fault-injection and concurrency tests: wakers that count or
-//! misbehave on purpose, a manual-clock timer, polling by hand, and a watchdog for tests
-//! whose failure mode is a hang.
+//! Helpers shared by the tests: wakers that count or misbehave on purpose, a
+//! manual-clock timer, polling by hand, a watchdog for tests whose failure mode is a
+//! hang, and for the durable tests a `redis-server` of their own.
 #![allow(dead_code)] // each test file uses its own part
+
+mod redis_server;
+
+#[allow(unused_imports)] // only the durable tests start a Redis
+pub use redis_server::RedisServer;
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll, RawWaker, RawWakerVTable, Wake, Waker};
 use std::time::Duration;
@@ -173,4 +178,10 @@ pub fn within<T: Send + 'static>(
 /// Runs `f`, catching a panic; `true` if it panicked.
 pub fn panicked(f: impl FnOnce()) -> bool {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_err()
+}
+
+/// A queue name no other test of this process uses.
+pub fn queue_name(test: &str) -> String {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    format!("{test}-{}", NEXT.fetch_add(1, Ordering::Relaxed))
 }

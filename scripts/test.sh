@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The README's test command: every test, the Redis-backed ones included.
+# The durable tests start their own redis-server (on a free 127.0.0.1 port, in a
+# temporary directory); this installs it with apt when it is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v redis-server >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1; then
+    echo "redis-server is missing: installing it with apt-get" >&2
+    SUDO=""
+    if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+    $SUDO apt-get update
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y redis-server
+    # The package may start a system-wide server; the tests start their own.
+  else
+    echo "redis-server is missing and apt-get is not here: install Redis (7.0 or later)" \
+         "so that redis-server is on PATH, then run this again" >&2
+    exit 1
+  fi
+fi
+
+cargo test --all-features "$@"

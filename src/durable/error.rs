@@ -1,0 +1,148 @@
+//! The one error type of [`crate::durable`].
+
+use std::fmt;
+
+/// What went wrong in a call to Redis-backed jobs: an opaque error with `is_*` predicates.
+///
+/// Its `Display` names what failed and where (the URL, the queue's key, the job id), in
+/// lowercase, e.g. `cannot connect to redis at redis://127.0.0.1:1/: connection refused`.
+///
+/// # Examples
+///
+/// ```
+/// use tickless::durable::{Error, Queue};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let err: Error = Queue::connect("not a url", "orders").await.unwrap_err();
+/// assert!(err.is_invalid_url());
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct Error {
+    kind: Kind,
+    message: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    InvalidUrl,
+    Connect,
+    Redis,
+    PayloadTooLarge,
+    InvalidId,
+    InvalidQueueName,
+    Garbage,
+}
+
+impl Error {
+    fn new(kind: Kind, message: String) -> Error {
+        Error { kind, message }
+    }
+
+    pub(crate) fn invalid_url(url: &str, why: impl fmt::Display) -> Error {
+        Error::new(
+            Kind::InvalidUrl,
+            format!("invalid redis url {url:?}: {why}"),
+        )
+    }
+
+    pub(crate) fn connect(url: &str, why: impl fmt::Display) -> Error {
+        Error::new(
+            Kind::Connect,
+            format!("cannot connect to redis at {url}: {why}"),
+        )
+    }
+
+    pub(crate) fn payload_too_large(id: &str, len: usize, max: usize) -> Error {
+        Error::new(
+            Kind::PayloadTooLarge,
+            format!("payload of job {id:?} is {len} bytes, above the limit of {max} bytes"),
+        )
+    }
+
+    pub(crate) fn invalid_id(id: &str, why: &str) -> Error {
+        let shown: String = id.chars().take(64).collect();
+        Error::new(Kind::InvalidId, format!("invalid job id {shown:?}: {why}"))
+    }
+
+    pub(crate) fn invalid_queue_name(name: &str, why: &str) -> Error {
+        Error::new(
+            Kind::InvalidQueueName,
+            format!("invalid queue name {name:?}: {why}"),
+        )
+    }
+
+    pub(crate) fn garbage(key: &str, what: impl fmt::Display) -> Error {
+        Error::new(Kind::Garbage, format!("garbage in {key}: {what}"))
+    }
+
+    /// Maps an error of the redis client met while doing `what` on queue key `key`.
+    pub(crate) fn redis(key: &str, what: &str, err: redis::RedisError) -> Error {
+        if err.code() == Some("GARBAGE") {
+            let detail = err.detail().unwrap_or_default();
+            // The script's position in Redis's suffix says nothing to a user.
+            let detail = detail.split(" script: ").next().unwrap_or(detail);
+            let detail = detail.strip_prefix("in ").unwrap_or(detail);
+            return Error::new(Kind::Garbage, format!("garbage in {detail}"));
+        }
+        if err.code() == Some("WRONGTYPE") {
+            return Error::new(
+                Kind::Garbage,
+                format!(
+                    "garbage in {key}: a key of the queue holds the wrong type of value ({what})"
+                ),
+            );
+        }
+        Error::new(Kind::Redis, format!("redis error on {key} ({what}): {err}"))
+    }
+
+    /// The URL could not be parsed, or names a scheme other than `redis://`, `rediss://`
+    /// or `redis+unix://`.
+    pub fn is_invalid_url(&self) -> bool {
+        self.kind == Kind::InvalidUrl
+    }
+
+    /// No connection could be made to the server the URL names (refused, unreachable,
+    /// timed out, or refused our credentials).
+    pub fn is_connect(&self) -> bool {
+        self.kind == Kind::Connect
+    }
+
+    /// A command failed after connecting: the connection dropped (Redis restarting, say)
+    /// or the server answered with an error. Retrying later is the usual answer; the
+    /// background loops of [`Leader`](super::Leader) and [`Worker`](super::Worker) do.
+    pub fn is_redis(&self) -> bool {
+        self.kind == Kind::Redis
+    }
+
+    /// A payload was larger than [`MAX_PAYLOAD_BYTES`](super::MAX_PAYLOAD_BYTES).
+    pub fn is_payload_too_large(&self) -> bool {
+        self.kind == Kind::PayloadTooLarge
+    }
+
+    /// A job id was empty or longer than [`MAX_ID_BYTES`](super::MAX_ID_BYTES).
+    pub fn is_invalid_id(&self) -> bool {
+        self.kind == Kind::InvalidId
+    }
+
+    /// A queue name was empty, too long, or held `{` or `}` (it becomes the hash tag).
+    pub fn is_invalid_queue_name(&self) -> bool {
+        self.kind == Kind::InvalidQueueName
+    }
+
+    /// Something in the queue's keys is not what this crate writes there: another program
+    /// wrote to them, or another version of this crate. The message names the key and
+    /// what was found; nothing was changed by the failing call.
+    pub fn is_garbage(&self) -> bool {
+        self.kind == Kind::Garbage
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Error {}

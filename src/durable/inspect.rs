@@ -1,0 +1,201 @@
+//! Looking at a queue: one job, the dead set, counts, the clock (and the manual clock
+//! that tests set).
+
+use super::error::Error;
+use super::queue::{check_id, ms_ceil, unix_ms_ceil, Queue, MAX_DUE_MS};
+use super::reply;
+use super::scripts::scripts;
+use redis::AsyncCommands;
+use std::time::{Duration, SystemTime};
+
+impl Queue {
+    /// Gives dead job `id` a fresh set of attempts and makes it ready now; returns
+    /// `false` if `id` names no dead job.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::is_invalid_id`], [`Error::is_redis`], [`Error::is_garbage`].
+    pub async fn retry_dead(&self, id: &str) -> Result<bool, Error> {
+        check_id(id)?;
+        let reply = self.call(&scripts().retry_dead, &[id.as_bytes()]).await?;
+        Ok(reply.int(0)? == 1)
+    }
+
+    /// Up to `limit` dead jobs, oldest first: id, attempts, the last error, payload. A job
+    /// whose record a leader or worker found unreadable is here too (with no payload and
+    /// the error naming the record), so that one bad record never stops the queue.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::is_redis`], [`Error::is_garbage`].
+    pub async fn dead(&self, limit: usize) -> Result<Vec<super::JobInfo>, Error> {
+        let dead = self.key("dead");
+        let ids: Vec<String> = self
+            .conn()
+            .zrange(&dead, 0, limit as isize - 1)
+            .await
+            .map_err(|err| Error::redis(&dead, "ZRANGE", err))?;
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            match self.job(&id).await {
+                Ok(Some(info)) => out.push(info),
+                Ok(None) => {}
+                // Quarantined by a leader or worker: its record is not ours. It is listed
+                // with the error that names it (and can be cancelled).
+                Err(err) if err.is_garbage() => out.push(super::JobInfo {
+                    id,
+                    state: super::JobState::Dead,
+                    due: std::time::UNIX_EPOCH,
+                    attempts: 0,
+                    max_attempts: 0,
+                    lease_ends: None,
+                    last_error: Some(err.to_string()),
+                    payload: Vec::new(),
+                }),
+                Err(err) => return Err(err),
+            }
+        }
+        Ok(out)
+    }
+
+    /// What the queue holds under `id`: its state, due time, attempts, last error and
+    /// payload; `None` if no job has this id.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::is_invalid_id`], [`Error::is_redis`], [`Error::is_garbage`] when the record
+    /// is not ours.
+    pub async fn job(&self, id: &str) -> Result<Option<super::JobInfo>, Error> {
+        check_id(id)?;
+        let (jobs, errors) = (self.key("jobs"), self.key("errors"));
+        let (record, error, staged, lease): (
+            Option<Vec<u8>>,
+            Option<String>,
+            Option<f64>,
+            Option<f64>,
+        ) = redis::pipe()
+            .hget(&jobs, id)
+            .hget(&errors, id)
+            .zscore(self.key("due"), format!("j{id}"))
+            .zscore(self.key("flight"), id)
+            .query_async(&mut self.conn())
+            .await
+            .map_err(|err| Error::redis(&jobs, "HGET", err))?;
+        let Some(record) = record else {
+            return Ok(None);
+        };
+        let info = reply::parse_record(&jobs, id, &record, error, staged.is_some(), lease)?;
+        Ok(info)
+    }
+
+    /// Counts of the queue's jobs by state, its leader, and the leader's promotion lag.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::is_redis`], [`Error::is_garbage`].
+    pub async fn stats(&self) -> Result<super::Stats, Error> {
+        let meta = self.meta_key();
+        type Counts = (u64, u64, u64, u64, Vec<Option<String>>, (u64, u64));
+        let (jobs, ready, flight, dead, fields, time): Counts = redis::pipe()
+            .hlen(self.key("jobs"))
+            .llen(self.key("ready"))
+            .zcard(self.key("flight"))
+            .zcard(self.key("dead"))
+            .hget(
+                meta,
+                &[
+                    "holder", "token", "expires", "lag_p50", "lag_p99", "promoted", "clock",
+                ],
+            )
+            .cmd("TIME")
+            .query_async(&mut self.conn())
+            .await
+            .map_err(|err| Error::redis(meta, "stats", err))?;
+        super::stats::build(meta, jobs, ready, flight, dead, &fields, time)
+    }
+
+    /// The time on the queue's clock: Redis `TIME`, or the manual clock if one is set.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::is_redis`], [`Error::is_garbage`].
+    pub async fn now(&self) -> Result<SystemTime, Error> {
+        Ok(self.stats().await?.now)
+    }
+
+    /// Sets (`Some`) or removes (`None`) this queue's manual clock. For tests and
+    /// simulations: while set, every script of the queue reads this time instead of
+    /// Redis `TIME`, so time stands still until [`advance_manual_clock`] moves it.
+    /// Leaders and candidates are told on the queue's channel.
+    ///
+    /// [`advance_manual_clock`]: Queue::advance_manual_clock
+    ///
+    /// # Errors
+    ///
+    /// [`Error::is_redis`].
+    pub async fn set_manual_clock(&self, at: Option<SystemTime>) -> Result<(), Error> {
+        let meta = self.meta_key();
+        let mut pipe = redis::pipe();
+        match at {
+            Some(at) => pipe.hset(meta, "clock", unix_ms_ceil(at)),
+            None => pipe.hdel(meta, "clock"),
+        };
+        pipe.publish(self.channel(), "0 0");
+        pipe.query_async::<()>(&mut self.conn())
+            .await
+            .map_err(|err| Error::redis(meta, "set the manual clock", err))
+    }
+
+    /// Moves the manual clock forward by `by` (whole milliseconds, rounded up).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::is_redis`]; [`Error::is_garbage`] if no manual clock is set.
+    pub async fn advance_manual_clock(&self, by: Duration) -> Result<(), Error> {
+        let meta = self.meta_key();
+        let mut conn = self.conn();
+        let set: bool = conn
+            .hexists(meta, "clock")
+            .await
+            .map_err(|err| Error::redis(meta, "advance the manual clock", err))?;
+        if !set {
+            return Err(Error::garbage(meta, "no manual clock to advance"));
+        }
+        let mut pipe = redis::pipe();
+        pipe.hincr(meta, "clock", ms_ceil(by).min(MAX_DUE_MS))
+            .publish(self.channel(), "0 0");
+        pipe.query_async::<()>(&mut conn)
+            .await
+            .map_err(|err| Error::redis(meta, "advance the manual clock", err))
+    }
+
+    /// Checks that every key of the queue that exists has the type this crate writes.
+    pub(crate) async fn check_keys(&self) -> Result<(), Error> {
+        let expected = [
+            ("meta", "hash"),
+            ("jobs", "hash"),
+            ("errors", "hash"),
+            ("due", "zset"),
+            ("flight", "zset"),
+            ("dead", "zset"),
+            ("ready", "list"),
+        ];
+        let mut pipe = redis::pipe();
+        for (suffix, _) in expected {
+            pipe.cmd("TYPE").arg(self.key(suffix));
+        }
+        let types: Vec<String> = pipe
+            .query_async(&mut self.conn())
+            .await
+            .map_err(|err| Error::redis(self.meta_key(), "TYPE", err))?;
+        for ((suffix, want), found) in expected.iter().zip(types) {
+            if found != "none" && found != *want {
+                return Err(Error::garbage(
+                    &self.key(suffix),
+                    format!("expected a {want}, found a {found}"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}

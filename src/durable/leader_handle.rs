@@ -1,0 +1,116 @@
+//! What a running [`Leader`](super::Leader) shares with its handle: whether it leads,
+//! its counts and its promotion lags.
+
+use super::error::Error;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use tokio::sync::watch;
+
+#[derive(Debug, Default)]
+pub(crate) struct Shared {
+    pub(crate) leading: AtomicBool,
+    pub(crate) token: AtomicU64,
+    pub(crate) promoted: AtomicU64,
+    pub(crate) leaderships: AtomicU64,
+    pub(crate) lags: Mutex<Lags>,
+}
+
+/// Promotion lags in whole milliseconds, 0..=60,000 (the last counts anything later).
+#[derive(Debug, Default)]
+pub(crate) struct Lags {
+    counts: Vec<u64>,
+    total: u64,
+}
+
+impl Lags {
+    const MAX_MS: usize = 60_000;
+
+    pub(crate) fn record(&mut self, ms: i64) {
+        if self.counts.is_empty() {
+            self.counts = vec![0; Lags::MAX_MS + 1];
+        }
+        let i = usize::try_from(ms.max(0)).unwrap_or(0).min(Lags::MAX_MS);
+        self.counts[i] += 1;
+        self.total += 1;
+    }
+
+    fn quantile(&self, q: f64) -> Option<u64> {
+        if self.total == 0 {
+            return None;
+        }
+        let rank = ((self.total - 1) as f64 * q).round() as u64;
+        let mut seen = 0;
+        for (ms, count) in self.counts.iter().enumerate() {
+            seen += count;
+            if seen > rank {
+                return Some(ms as u64);
+            }
+        }
+        Some(Lags::MAX_MS as u64)
+    }
+}
+
+/// What one leader process saw: see [`LeaderHandle::stats`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LeaderStats {
+    /// Whether this process holds the lease now.
+    pub leading: bool,
+    /// The fencing token of its current or last leadership (0: never led).
+    pub token: u64,
+    /// How many times it became leader.
+    pub leaderships: u64,
+    /// Jobs it moved to the ready list.
+    pub promoted: u64,
+    /// Median lag from due time to the ready list, in ms, over its promotions.
+    pub lag_p50_ms: Option<u64>,
+    /// 99th percentile of the same.
+    pub lag_p99_ms: Option<u64>,
+}
+
+/// A running [`Leader`](super::Leader): see what it does, stop it.
+#[derive(Debug)]
+pub struct LeaderHandle {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) stop: watch::Sender<bool>,
+    pub(crate) task: Option<tokio::task::JoinHandle<Result<(), Error>>>,
+}
+
+impl LeaderHandle {
+    /// What this leader has done so far.
+    pub fn stats(&self) -> LeaderStats {
+        stats(&self.shared)
+    }
+
+    /// Steps down (releasing the lease, so a candidate takes over at once) and ends the
+    /// task. Returns the task's error if it had stopped on one.
+    pub async fn stop(mut self) -> Result<(), Error> {
+        let _ = self.stop.send(true);
+        match self.task.take() {
+            Some(task) => task.await.unwrap_or(Ok(())),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for LeaderHandle {
+    /// Ends the task without releasing the lease: candidates take over when it ends, as
+    /// after a crash. Use [`stop`](LeaderHandle::stop) to step down at once.
+    fn drop(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}
+
+pub(crate) fn stats(shared: &Shared) -> LeaderStats {
+    let lags = shared.lags.lock().unwrap_or_else(|e| e.into_inner());
+    LeaderStats {
+        leading: shared.leading.load(Ordering::Relaxed),
+        token: shared.token.load(Ordering::Relaxed),
+        leaderships: shared.leaderships.load(Ordering::Relaxed),
+        promoted: shared.promoted.load(Ordering::Relaxed),
+        lag_p50_ms: lags.quantile(0.5),
+        lag_p99_ms: lags.quantile(0.99),
+    }
+}

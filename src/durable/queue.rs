@@ -1,0 +1,484 @@
+//! [`Queue`]: a handle to one queue's keys, for scheduling, cancelling and looking.
+
+use super::error::Error;
+use super::reply::Reply;
+use super::scripts::{scripts, Script};
+use redis::aio::ConnectionManager;
+use redis::Value;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// The largest payload a job may carry: 1 MiB. Larger ones are refused with an error for
+/// which [`Error::is_payload_too_large`] is true; keep large data elsewhere and put its
+/// key in the payload.
+pub const MAX_PAYLOAD_BYTES: usize = 1 << 20;
+
+/// The longest job id, in bytes: 512.
+pub const MAX_ID_BYTES: usize = 512;
+
+/// The longest queue name, in bytes: 128.
+pub const MAX_QUEUE_NAME_BYTES: usize = 128;
+
+/// Due times are kept in whole milliseconds since the Unix epoch and saturate at 2^52 ms
+/// (about the year 144,000), where Redis's Lua numbers are still exact.
+pub(crate) const MAX_DUE_MS: u64 = 1 << 52;
+
+/// Jobs per script call when scheduling in a batch; calls are pipelined in groups.
+const SCHEDULE_CHUNK: usize = 128;
+const PIPELINE_CALLS: usize = 32;
+
+/// When a job is due: at a time, or after a delay from now on the queue's clock.
+///
+/// `From<SystemTime>` and `From<Duration>` make either one an argument of
+/// [`Queue::schedule`] as it is. Times are rounded up to whole milliseconds, so a job is
+/// never due earlier than asked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum When {
+    /// Due at this time, judged by the queue's clock (Redis `TIME`).
+    At(SystemTime),
+    /// Due this long after Redis receives the call.
+    After(Duration),
+}
+
+impl From<SystemTime> for When {
+    fn from(at: SystemTime) -> When {
+        When::At(at)
+    }
+}
+
+impl From<Duration> for When {
+    fn from(after: Duration) -> When {
+        When::After(after)
+    }
+}
+
+impl When {
+    /// The script argument: `a<ms>` or `r<ms>`, rounded up, saturated.
+    pub(crate) fn arg(self) -> String {
+        match self {
+            When::At(at) => format!("a{}", unix_ms_ceil(at)),
+            When::After(after) => format!("r{}", ms_ceil(after).min(MAX_DUE_MS)),
+        }
+    }
+}
+
+pub(crate) fn ms_ceil(d: Duration) -> u64 {
+    let ms = d.as_nanos().div_ceil(1_000_000);
+    u64::try_from(ms).unwrap_or(u64::MAX)
+}
+
+pub(crate) fn unix_ms_ceil(at: SystemTime) -> u64 {
+    at.duration_since(UNIX_EPOCH)
+        .map_or(0, ms_ceil)
+        .min(MAX_DUE_MS)
+}
+
+/// A time on the queue's clock, in milliseconds since the Unix epoch.
+pub(crate) fn system_time(ms: u64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_millis(ms)
+}
+
+/// A handle to one durable queue: schedule, cancel and reschedule jobs by id, and look at
+/// the queue. Cheap to clone; clones share one multiplexed connection, which reconnects
+/// with backoff when Redis goes away.
+///
+/// All keys of a queue start with `tickless:{<name>}:`: the braces make the name a hash
+/// tag, so on Redis Cluster the whole queue lives in one slot and different queues spread
+/// over the cluster.
+///
+/// # Examples
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use tickless::durable::Queue;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), tickless::durable::Error> {
+/// let queue = Queue::connect("redis://127.0.0.1/", "reviews").await?;
+/// let added = queue.schedule("order:42", b"5 stars", Duration::from_secs(48 * 3600)).await?;
+/// assert!(added);
+/// // The same id again is the same job: nothing is added.
+/// assert!(!queue.schedule("order:42", b"5 stars", Duration::from_secs(1)).await?);
+/// assert!(queue.cancel("order:42").await?);
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct Queue {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    client: redis::Client,
+    conn: ConnectionManager,
+    url: String,
+    name: String,
+    prefix: String,
+    meta: String,
+    max_attempts: u32,
+}
+
+impl std::fmt::Debug for Queue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Queue")
+            .field("url", &self.inner.url)
+            .field("name", &self.inner.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Queue {
+    /// Connects to the Redis server at `url` and opens the queue `name`.
+    ///
+    /// The first connection is tried once, with a 5 s timeout, so that a wrong address
+    /// fails fast; after that the connection reconnects with exponential backoff on its
+    /// own. The queue's keys are checked for the types this crate writes.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::is_invalid_url`] for a URL that does not parse,
+    /// [`Error::is_invalid_queue_name`] for an empty or too long name or one with braces,
+    /// [`Error::is_connect`] when the server cannot be reached, and
+    /// [`Error::is_garbage`] when a key of the queue holds something else.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tickless::durable::Queue;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let err = Queue::connect("redis://127.0.0.1:1/", "orders").await.unwrap_err();
+    /// assert!(err.is_connect());
+    /// assert!(err.to_string().contains("127.0.0.1:1"));
+    /// # }
+    /// ```
+    pub async fn connect(url: &str, name: &str) -> Result<Queue, Error> {
+        check_queue_name(name)?;
+        let client = redis::Client::open(url).map_err(|err| Error::invalid_url(url, err))?;
+        let probe = redis::AsyncConnectionConfig::new()
+            .set_connection_timeout(Duration::from_secs(5))
+            .set_response_timeout(Duration::from_secs(5));
+        let mut first = client
+            .get_multiplexed_async_connection_with_config(&probe)
+            .await
+            .map_err(|err| Error::connect(url, err))?;
+        let _: () = redis::cmd("PING")
+            .query_async(&mut first)
+            .await
+            .map_err(|err| Error::connect(url, err))?;
+        let config = redis::aio::ConnectionManagerConfig::new()
+            .set_connection_timeout(Duration::from_secs(5))
+            .set_exponent_base(2)
+            .set_factor(50)
+            .set_max_delay(2_000)
+            .set_number_of_retries(8);
+        let conn = ConnectionManager::new_with_config(client.clone(), config)
+            .await
+            .map_err(|err| Error::connect(url, err))?;
+        let prefix = format!("tickless:{{{name}}}:");
+        let queue = Queue {
+            inner: Arc::new(Inner {
+                client,
+                conn,
+                url: url.to_string(),
+                name: name.to_string(),
+                meta: format!("{prefix}meta"),
+                prefix,
+                max_attempts: 5,
+            }),
+        };
+        queue.check_keys().await?;
+        Ok(queue)
+    }
+
+    /// The same queue with another number of attempts for jobs it schedules from now on
+    /// (default 5): after that many deliveries without success a job goes to the dead
+    /// set. At least 1.
+    pub fn with_max_attempts(&self, attempts: u32) -> Queue {
+        let inner = &self.inner;
+        Queue {
+            inner: Arc::new(Inner {
+                client: inner.client.clone(),
+                conn: inner.conn.clone(),
+                url: inner.url.clone(),
+                name: inner.name.clone(),
+                prefix: inner.prefix.clone(),
+                meta: inner.meta.clone(),
+                max_attempts: attempts.max(1),
+            }),
+        }
+    }
+
+    /// The queue's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The URL this queue was opened with.
+    pub fn url(&self) -> &str {
+        &self.inner.url
+    }
+
+    /// The full name of one of the queue's keys, e.g. `key("jobs")`.
+    pub(crate) fn key(&self, suffix: &str) -> String {
+        format!("{}{suffix}", self.inner.prefix)
+    }
+
+    pub(crate) fn channel(&self) -> String {
+        self.key("wake")
+    }
+
+    pub(crate) fn client(&self) -> &redis::Client {
+        &self.inner.client
+    }
+
+    pub(crate) fn conn(&self) -> ConnectionManager {
+        self.inner.conn.clone()
+    }
+
+    /// The meta key's name.
+    pub(crate) fn meta_key(&self) -> &str {
+        &self.inner.meta
+    }
+
+    /// Runs one script with the meta key and `args`.
+    pub(crate) async fn call(&self, script: &Script, args: &[&[u8]]) -> Result<Reply, Error> {
+        let mut invocation = script.script.key(&self.inner.meta);
+        for arg in args {
+            invocation.arg(*arg);
+        }
+        let value: Value = invocation
+            .invoke_async(&mut self.conn())
+            .await
+            .map_err(|err| Error::redis(&self.inner.meta, script.name, err))?;
+        Reply::new(value, &self.inner.meta, script.name)
+    }
+
+    /// Runs `calls` (argument lists of `script`) in one pipeline; loads the script and
+    /// tries again once if Redis does not know it.
+    pub(crate) async fn call_many(
+        &self,
+        script: &Script,
+        calls: &[Vec<Vec<u8>>],
+    ) -> Result<Vec<Reply>, Error> {
+        let mut pipe = redis::pipe();
+        for args in calls {
+            let cmd = pipe
+                .cmd("EVALSHA")
+                .arg(script.script.get_hash())
+                .arg(1)
+                .arg(&self.inner.meta);
+            for arg in args {
+                cmd.arg(arg.as_slice());
+            }
+        }
+        let mut conn = self.conn();
+        let mut result: redis::RedisResult<Vec<Value>> = pipe.query_async(&mut conn).await;
+        if matches!(&result, Err(err) if err.kind() == redis::ErrorKind::NoScriptError) {
+            script
+                .script
+                .prepare_invoke()
+                .load_async(&mut conn)
+                .await
+                .map_err(|err| Error::redis(&self.inner.meta, script.name, err))?;
+            result = pipe.query_async(&mut conn).await;
+        }
+        let values = result.map_err(|err| Error::redis(&self.inner.meta, script.name, err))?;
+        values
+            .into_iter()
+            .map(|value| Reply::new(value, &self.inner.meta, script.name))
+            .collect()
+    }
+
+    /// Schedules job `id` with `payload`, due at or after `when`; returns `true` if it was
+    /// added, `false` if a job with this id already exists (scheduled, ready, in flight
+    /// or dead): scheduling is idempotent on the id, and the existing job is left as it
+    /// is. Once a job completes (or is cancelled) its id is free again.
+    ///
+    /// A job due now or in the past is ready at once. The call is one atomic script of
+    /// O(1) Redis work; see [`schedule_batch`](Queue::schedule_batch) for throughput.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::is_invalid_id`], [`Error::is_payload_too_large`], [`Error::is_redis`] when
+    /// the call did not reach Redis or its answer was lost (calling again is safe: the id
+    /// makes it idempotent), [`Error::is_garbage`] when the id's record is not ours.
+    pub async fn schedule(
+        &self,
+        id: &str,
+        payload: impl AsRef<[u8]>,
+        when: impl Into<When>,
+    ) -> Result<bool, Error> {
+        let payload = payload.as_ref();
+        check_job(id, payload)?;
+        let when = when.into().arg();
+        let attempts = self.inner.max_attempts.to_string();
+        let reply = self
+            .call(
+                &scripts().schedule,
+                &[
+                    b"1",
+                    id.as_bytes(),
+                    when.as_bytes(),
+                    attempts.as_bytes(),
+                    payload,
+                ],
+            )
+            .await?;
+        Ok(reply.int(1)? == 1)
+    }
+
+    /// Schedules many jobs: 128 per script call, calls pipelined 32 at a time. Returns,
+    /// in order, whether each was added (see [`schedule`](Queue::schedule)); an id given
+    /// twice is added once.
+    ///
+    /// # Errors
+    ///
+    /// As [`schedule`](Queue::schedule); every job is checked before any is sent. On an
+    /// error from Redis, a prefix of the jobs may have been added: calling again with the
+    /// same jobs is safe.
+    pub async fn schedule_batch<'a, P>(
+        &self,
+        jobs: impl IntoIterator<Item = (&'a str, P, When)>,
+    ) -> Result<Vec<bool>, Error>
+    where
+        P: AsRef<[u8]>,
+    {
+        let attempts = self.inner.max_attempts.to_string().into_bytes();
+        let mut calls: Vec<Vec<Vec<u8>>> = Vec::new();
+        for (id, payload, when) in jobs {
+            let payload = payload.as_ref();
+            check_job(id, payload)?;
+            let job = [
+                id.as_bytes().to_vec(),
+                when.arg().into_bytes(),
+                attempts.clone(),
+                payload.to_vec(),
+            ];
+            match calls.last_mut() {
+                Some(args) if args.len() < 1 + 4 * SCHEDULE_CHUNK => args.extend(job),
+                _ => calls.push([vec![Vec::new()], job.to_vec()].concat()),
+            }
+        }
+        // Each call starts with its number of jobs.
+        for args in &mut calls {
+            args[0] = ((args.len() - 1) / 4).to_string().into_bytes();
+        }
+        let mut added = Vec::new();
+        for group in calls.chunks(PIPELINE_CALLS) {
+            for reply in self.call_many(&scripts().schedule, group).await? {
+                for i in 1..reply.len() {
+                    added.push(reply.int(i)? == 1);
+                }
+            }
+        }
+        Ok(added)
+    }
+
+    /// Cancels job `id` wherever it is (scheduled, ready, in flight or dead); returns
+    /// `true` if there was such a job. O(1) Redis work: a job already in the ready list
+    /// is not searched for there, but marked so that the worker that pops it drops it.
+    ///
+    /// Cancelling a job in flight does not stop its handler; that delivery's ack then
+    /// finds nothing to complete.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::is_invalid_id`], [`Error::is_redis`], [`Error::is_garbage`].
+    pub async fn cancel(&self, id: &str) -> Result<bool, Error> {
+        check_id(id)?;
+        let reply = self.call(&scripts().cancel, &[id.as_bytes()]).await?;
+        Ok(reply.int(0)? == 1)
+    }
+
+    /// Cancels many jobs: 128 per script call, calls pipelined 32 at a time. Returns, in
+    /// order, whether each existed (an id given twice is cancelled once).
+    ///
+    /// # Errors
+    ///
+    /// As [`cancel`](Queue::cancel); every id is checked before any is sent.
+    pub async fn cancel_batch<'a>(
+        &self,
+        ids: impl IntoIterator<Item = &'a str>,
+    ) -> Result<Vec<bool>, Error> {
+        let mut calls: Vec<Vec<Vec<u8>>> = Vec::new();
+        for id in ids {
+            check_id(id)?;
+            match calls.last_mut() {
+                Some(call) if call.len() < SCHEDULE_CHUNK => call.push(id.as_bytes().to_vec()),
+                _ => calls.push(vec![id.as_bytes().to_vec()]),
+            }
+        }
+        let mut removed = Vec::new();
+        for group in calls.chunks(PIPELINE_CALLS) {
+            for reply in self.call_many(&scripts().cancel, group).await? {
+                for i in 0..reply.len() {
+                    removed.push(reply.int(i)? == 1);
+                }
+            }
+        }
+        Ok(removed)
+    }
+
+    /// Moves waiting job `id` to a new due time, keeping its payload and attempts;
+    /// returns `true` if it was waiting (scheduled or ready, not yet delivered) and
+    /// `false` if the id names no job, a job whose handler has it (in flight) or a dead
+    /// job (see [`retry_dead`](Queue::retry_dead)). O(1) Redis work.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::is_invalid_id`], [`Error::is_redis`], [`Error::is_garbage`].
+    pub async fn reschedule(&self, id: &str, when: impl Into<When>) -> Result<bool, Error> {
+        check_id(id)?;
+        let when = when.into().arg();
+        let reply = self
+            .call(&scripts().reschedule, &[id.as_bytes(), when.as_bytes()])
+            .await?;
+        Ok(reply.int(1)? == 1)
+    }
+}
+
+fn check_queue_name(name: &str) -> Result<(), Error> {
+    if name.is_empty() {
+        return Err(Error::invalid_queue_name(name, "empty"));
+    }
+    if name.len() > MAX_QUEUE_NAME_BYTES {
+        return Err(Error::invalid_queue_name(
+            name,
+            "longer than MAX_QUEUE_NAME_BYTES (128)",
+        ));
+    }
+    if name.contains(['{', '}']) {
+        return Err(Error::invalid_queue_name(
+            name,
+            "holds a brace; the name becomes the keys' hash tag",
+        ));
+    }
+    Ok(())
+}
+
+pub(crate) fn check_id(id: &str) -> Result<(), Error> {
+    if id.is_empty() {
+        return Err(Error::invalid_id(id, "empty"));
+    }
+    if id.len() > MAX_ID_BYTES {
+        return Err(Error::invalid_id(
+            id,
+            "longer than MAX_ID_BYTES (512 bytes)",
+        ));
+    }
+    Ok(())
+}
+
+fn check_job(id: &str, payload: &[u8]) -> Result<(), Error> {
+    check_id(id)?;
+    if payload.len() > MAX_PAYLOAD_BYTES {
+        return Err(Error::payload_too_large(
+            id,
+            payload.len(),
+            MAX_PAYLOAD_BYTES,
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,155 @@
+//! Reading what the scripts answer, and the records they keep.
+
+use super::error::Error;
+use super::queue::system_time;
+use redis::Value;
+use std::time::SystemTime;
+
+/// A script's answer: a flat array of integers and strings.
+pub(crate) struct Reply {
+    items: Vec<Value>,
+    key: String,
+    script: &'static str,
+}
+
+impl Reply {
+    pub(crate) fn new(value: Value, key: &str, script: &'static str) -> Result<Reply, Error> {
+        let items = match value {
+            Value::Array(items) => items,
+            single @ Value::Int(_) => vec![single],
+            other => {
+                return Err(Error::garbage(
+                    key,
+                    format!("script {script} answered {other:?}, not an array"),
+                ))
+            }
+        };
+        Ok(Reply {
+            items,
+            key: key.to_string(),
+            script,
+        })
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    fn bad(&self, i: usize, what: &str) -> Error {
+        Error::garbage(
+            &self.key,
+            format!(
+                "script {} answered {:?} at {i}, not {what}",
+                self.script,
+                self.items.get(i)
+            ),
+        )
+    }
+
+    pub(crate) fn int(&self, i: usize) -> Result<i64, Error> {
+        match self.items.get(i) {
+            Some(Value::Int(n)) => Ok(*n),
+            Some(Value::BulkString(bytes)) => std::str::from_utf8(bytes)
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .ok_or_else(|| self.bad(i, "an integer")),
+            _ => Err(self.bad(i, "an integer")),
+        }
+    }
+
+    pub(crate) fn take_bytes(&mut self, i: usize) -> Result<Vec<u8>, Error> {
+        match self.items.get_mut(i) {
+            Some(Value::BulkString(bytes)) => Ok(std::mem::take(bytes)),
+            _ => Err(self.bad(i, "a string")),
+        }
+    }
+
+    pub(crate) fn string(&mut self, i: usize) -> Result<String, Error> {
+        let bytes = self.take_bytes(i)?;
+        String::from_utf8(bytes).map_err(|_| self.bad(i, "UTF-8 text"))
+    }
+}
+
+/// Where a job is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum JobState {
+    /// Waiting in a bucket of the Redis wheel, or in the staged window just before its
+    /// due time.
+    Scheduled,
+    /// Due, in the ready list, waiting for a worker.
+    Ready,
+    /// Delivered to a worker whose lease has not ended.
+    InFlight,
+    /// Failed on its last attempt; kept in the dead set until retried or cancelled.
+    Dead,
+}
+
+/// What the queue holds for one job (see [`Queue::job`](super::Queue::job)).
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct JobInfo {
+    /// The job's id.
+    pub id: String,
+    /// Where it is.
+    pub state: JobState,
+    /// Its due time on the queue's clock (for a retry: when the retry is due).
+    pub due: SystemTime,
+    /// Deliveries so far.
+    pub attempts: u32,
+    /// Deliveries allowed before it goes to the dead set.
+    pub max_attempts: u32,
+    /// When its current lease ends, if in flight.
+    pub lease_ends: Option<SystemTime>,
+    /// The error of its last failed attempt, if any.
+    pub last_error: Option<String>,
+    /// Its payload.
+    pub payload: Vec<u8>,
+}
+
+/// Parses a `jobs` record (`due|loc|attempts|max|skip|payload`, lib.lua's I1); `None`
+/// for a tombstone.
+pub(crate) fn parse_record(
+    key: &str,
+    id: &str,
+    record: &[u8],
+    last_error: Option<String>,
+    staged: bool,
+    lease: Option<f64>,
+) -> Result<Option<JobInfo>, Error> {
+    let bad = || Error::garbage(key, format!("field {id:?} is not a job record"));
+    let fields: Vec<&[u8]> = record.splitn(6, |&b| b == b'|').collect();
+    let [due, loc, attempts, max_attempts, _skip, payload] = fields[..] else {
+        return Err(bad());
+    };
+    let number = |field: &[u8]| -> Result<u64, Error> {
+        std::str::from_utf8(field)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(bad)
+    };
+    let (due, attempts, max_attempts) = (number(due)?, number(attempts)?, number(max_attempts)?);
+    let payload = payload.to_vec();
+    let [loc] = loc else {
+        return Err(bad());
+    };
+    let state = match loc {
+        b'x' => return Ok(None),
+        b'd' => JobState::Dead,
+        b'0'..=b'9' => JobState::Scheduled,
+        b's' if staged => JobState::Scheduled,
+        b's' if lease.is_some() => JobState::InFlight,
+        b's' => JobState::Ready,
+        _ => return Err(bad()),
+    };
+    Ok(Some(JobInfo {
+        id: id.to_string(),
+        state,
+        due: system_time(due),
+        attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
+        max_attempts: u32::try_from(max_attempts).unwrap_or(u32::MAX),
+        lease_ends: lease.map(|ms| system_time(ms.max(0.0) as u64)),
+        last_error,
+        payload,
+    }))
+}

@@ -1,0 +1,128 @@
+-- claim.lua: a worker acknowledges finished jobs and takes ready ones under a lease.
+--
+-- KEYS[1]  meta
+-- ARGV     lease_ms, max, n_acks, then n_acks times: id, attempt
+-- Returns  { now, n_acked, then for each claimed job: id, attempt, due, payload }
+--
+-- An ack completes a job only if that delivery still holds it: the record's attempt is
+-- the acked one and the job is in `flight` (else its lease ended and it was, or will be,
+-- delivered again: at least once). A claim pops up to `max` ids from `ready`, drops the
+-- stale ones (no record, a tombstone, or counted in skip: I5), and moves each live one to
+-- `flight` with its lease end as score and its attempt count raised. The lease marker `l`
+-- in `due` is lowered to the new lease end if that is earlier (ZADD LT), and published if
+-- the leader is armed for later. A popped id whose record cannot be read is put in
+-- `dead` with an error naming it (lib.lua's quarantine), so one bad record stops no
+-- worker.
+local now, m = meta({ 'armed', 'expires' })
+local lease, max, nacks = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local acks, atts = {}, {}
+for i = 1, nacks do
+  acks[i] = ARGV[3 + 2 * i - 1]
+  atts[i] = tonumber(ARGV[3 + 2 * i])
+end
+local ids = {}
+if max > 0 then
+  ids = redis.call('LPOP', READY, max) or {}
+end
+-- One read of the records of both the acked and the popped jobs.
+local fields = {}
+for i = 1, nacks do
+  fields[i] = acks[i]
+end
+for i = 1, #ids do
+  fields[nacks + i] = ids[i]
+end
+local recs = {}
+if #fields > 0 then
+  recs = redis.call('HMGET', JOBS, unpack(fields))
+end
+local acked = 0
+local completed = {}
+if nacks > 0 then
+  local held = redis.call('ZMSCORE', FLIGHT, unpack(acks))
+  local gone, errs = {}, {}
+  for i = 1, nacks do
+    local j = recs[i] and readable(recs[i])
+    if j and held[i] then
+      if j.loc == 's' and j.att == atts[i] then
+        gone[#gone + 1] = acks[i]
+        completed[acks[i]] = true
+        if j.att > 1 then
+          errs[#errs + 1] = acks[i]
+        end
+      end
+    end
+  end
+  if #gone > 0 then
+    redis.call('ZREM', FLIGHT, unpack(gone))
+    redis.call('HDEL', JOBS, unpack(gone))
+    acked = #gone
+  end
+  if #errs > 0 then
+    redis.call('HDEL', ERRORS, unpack(errs))
+  end
+end
+local out = { now, acked }
+if #ids == 0 then
+  return out
+end
+local writes, flight, tomb = {}, {}, {}
+local ends = now + lease
+-- An id can come twice in one pop (a stale entry, then a live one): its record is
+-- parsed once and changed in place.
+local parsed = {}
+for i = 1, #ids do
+  local id, rec = ids[i], recs[nacks + i]
+  local j = parsed[id]
+  if j == nil and rec and not completed[id] then
+    j = readable(rec)
+    if j == nil then
+      quarantine(id, now)
+      j = { loc = 'gone' }
+    end
+    parsed[id] = j
+  end
+  if j and j.loc ~= 'gone' then
+    if j.skip > 0 then
+      j.skip = j.skip - 1
+      j.dirty = true
+      if j.loc == 'x' and j.skip == 0 then
+        j.loc = 'gone'
+        tomb[#tomb + 1] = id
+      end
+    elseif j.loc == 's' and not j.claimed then
+      j.att = j.att + 1
+      j.claimed = true
+      j.dirty = true
+      flight[#flight + 1] = ends
+      flight[#flight + 1] = id
+      out[#out + 1] = id
+      out[#out + 1] = j.att
+      out[#out + 1] = j.due
+      out[#out + 1] = j.payload
+    end
+  end
+end
+for id, j in pairs(parsed) do
+  if j.dirty and j.loc ~= 'gone' then
+    writes[#writes + 1] = id
+    writes[#writes + 1] = record(j)
+  end
+end
+if #writes > 0 then
+  redis.call('HSET', JOBS, unpack(writes))
+end
+if #tomb > 0 then
+  redis.call('HDEL', JOBS, unpack(tomb))
+end
+if #flight > 0 then
+  redis.call('ZADD', FLIGHT, unpack(flight))
+  if redis.call('ZADD', DUE, 'LT', 'CH', ends, 'l') == 1 then
+    local armed = tonumber(m.armed) or 0
+    if armed > 0 and ends < armed then
+      redis.call('HSET', META, 'armed', int(ends))
+      redis.call('PUBLISH', CHANNEL, int(ends) .. ' ' .. (m.expires or '0'))
+    end
+  end
+end
+return out

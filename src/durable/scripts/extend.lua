@@ -1,0 +1,20 @@
+-- extend.lua: a worker extends the leases of the deliveries it still runs.
+--
+-- KEYS[1]  meta
+-- ARGV     lease_ms, then ids
+-- Returns  { now, extended }: how many of the ids were in flight.
+--
+-- Only jobs still in `flight` are touched (ZADD XX). Raising lease ends can leave the
+-- lease marker `l` earlier than the earliest lease end: harmless, the leader then wakes
+-- early, finds nothing ended, and moves the marker.
+local now = meta({})
+local ends = now + tonumber(ARGV[1])
+local args = {}
+for i = 2, #ARGV do
+  args[#args + 1] = ends
+  args[#args + 1] = ARGV[i]
+end
+if #args == 0 then
+  return { now, 0 }
+end
+return { now, redis.call('ZADD', FLIGHT, 'XX', 'CH', unpack(args)) }

@@ -1,0 +1,232 @@
+-- lib.lua: shared by every script of `tickless::durable`; the Rust side prepends it to
+-- each script before loading, so each script is one atomic EVAL.
+--
+-- KEYS[1] is always the queue's meta hash, `tickless:{<queue>}:meta`; every other key of
+-- the queue is built from the same prefix, so all of them carry the queue's hash tag and
+-- live in one Redis Cluster slot.
+--
+-- Invariants kept by every script that moves a job (see src/durable/mod.rs for the whole
+-- design):
+--   I1. A job is a field of `jobs` whose value is `due|loc|attempts|max|skip|payload`.
+--   I2. loc is a level digit k: the job is in the set `b:<k>:<start>`, where start is its
+--       due time rounded down to the level's width, and `due` holds the member
+--       `b<k>:<start>` scored start - LEAD. One `due` member per non-empty bucket.
+--   I3. loc 's': the job is staged (`due` holds `j<id>` scored by its due time), or
+--       ready (in the `ready` list), or in flight (in `flight`, scored by its lease end).
+--   I4. loc 'd': the job is in `dead`. loc 'x': a tombstone of a job cancelled while
+--       ready (no payload); it lives until its stale `ready` entries are dropped.
+--   I5. skip counts the stale entries of this id in `ready` ahead of any live one; a
+--       claim drops them. Entries are only ever appended (RPUSH), so the stale ones are
+--       met first.
+--   I6. Nothing reaches `ready` before its due time by this queue's clock (Redis TIME,
+--       or the manual clock in meta's `clock` field, which only tests set).
+
+local P = string.sub(KEYS[1], 1, -5)
+local META = KEYS[1]
+local JOBS, DUE, READY = P .. 'jobs', P .. 'due', P .. 'ready'
+local FLIGHT, DEAD, ERRORS = P .. 'flight', P .. 'dead', P .. 'errors'
+local CHANNEL = P .. 'wake'
+
+-- The wheel: level k has buckets W0 * SPAN^k ms wide; KMAX is the top level.
+local W0, SPAN, KMAX = 1024, 64, 6
+-- A bucket is drained LEAD ms before its start, into the staged window.
+local LEAD = 256
+-- A bucket is drained at most DRAIN jobs per script call.
+local DRAIN = 256
+-- A leader lease shortened for near work ends no later than now + BUSY.
+local BUSY = 750
+
+local function int(n)
+  return string.format('%d', n)
+end
+
+local function garbage(key, what)
+  error({ err = 'GARBAGE in ' .. key .. ': ' .. what })
+end
+
+local function number(key, field, value)
+  if value == false or value == nil then
+    return nil
+  end
+  local n = tonumber(value)
+  if n == nil then
+    garbage(key, 'field ' .. field .. ' is ' .. string.format('%q', value) .. ', not a number')
+  end
+  return n
+end
+
+-- Milliseconds on this queue's clock.
+local function clock(manual)
+  if manual then
+    return manual
+  end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- Reads meta fields `names` and "now"; numbers where the field must be a number.
+local function meta(names)
+  local all = { 'clock' }
+  for i = 1, #names do
+    all[#all + 1] = names[i]
+  end
+  local values = redis.call('HMGET', META, unpack(all))
+  local out = {}
+  for i = 2, #all do
+    out[all[i]] = values[i]
+  end
+  return clock(number(META, 'clock', values[1])), out
+end
+
+-- The end of the level-0 slot holding `t`: jobs due before it are staged.
+local function horizon(t)
+  return (math.floor(t / W0) + 1) * W0
+end
+
+-- The coarsest level whose bucket for `due` starts at or after `h` (I2).
+local function place(due, h)
+  local k, w, start = 0, W0, math.floor(due / W0) * W0
+  while k < KMAX do
+    local w2 = w * SPAN
+    local s2 = math.floor(due / w2) * w2
+    if s2 < h then
+      break
+    end
+    k, w, start = k + 1, w2, s2
+  end
+  return k, start
+end
+
+-- A job record (I1) as a table, or nil if `rec` is not one.
+local function readable(rec)
+  local due, loc, att, max, skip, pos =
+    string.match(rec, '^(%d+)|([%dsdx])|(%d+)|(%d+)|(%d+)|()')
+  if due == nil then
+    return nil
+  end
+  return { due = tonumber(due), loc = loc, att = tonumber(att), max = tonumber(max),
+           skip = tonumber(skip), payload = string.sub(rec, pos) }
+end
+
+local function unreadable(id)
+  return 'field ' .. string.format('%q', id) .. ' is not a job record'
+end
+
+-- For calls a user makes: an unreadable record is an error naming it.
+local function parse(id, rec)
+  local j = readable(rec)
+  if j == nil then
+    garbage(JOBS, unreadable(id))
+  end
+  return j
+end
+
+-- For the leader and workers, which must go on: a job whose record cannot be read is
+-- put in `dead` (its record left as found), with an error naming it, and skipped.
+local function quarantine(id, now)
+  redis.call('ZADD', DEAD, now, id)
+  redis.call('HSET', ERRORS, id, 'garbage in ' .. JOBS .. ': ' .. unreadable(id))
+end
+
+local function record(j)
+  return int(j.due) .. '|' .. j.loc .. '|' .. int(j.att) .. '|' .. int(j.max) .. '|'
+    .. int(j.skip) .. '|' .. j.payload
+end
+
+local function bucket_key(member)
+  return P .. 'b:' .. string.sub(member, 2)
+end
+
+-- The `due` member of the bucket a job with a level digit as loc is in (I2).
+local function bucket_of(j)
+  local w = W0 * SPAN ^ tonumber(j.loc)
+  return 'b' .. j.loc .. ':' .. int(math.floor(j.due / w) * w)
+end
+
+-- Takes job `j` (id `id`) out of its bucket or the staged window. Returns true if it was
+-- there, false if it is ready or in flight (loc 's' and not staged).
+local function unplace(id, j)
+  if j.loc == 's' then
+    return redis.call('ZREM', DUE, 'j' .. id) == 1
+  end
+  local member = bucket_of(j)
+  local key = bucket_key(member)
+  if redis.call('SREM', key, id) == 0 then
+    garbage(JOBS, 'job ' .. string.format('%q', id) .. ' names bucket ' .. key
+      .. ', which does not hold it')
+  end
+  if redis.call('EXISTS', key) == 0 then
+    redis.call('ZREM', DUE, member)
+  end
+  return true
+end
+
+-- Changes collected by a script and applied with one command per kind.
+local function batch()
+  return { sets = {}, order = {}, staged = {}, ready = {}, writes = {}, wake = nil }
+end
+
+local function wake_at(b, t)
+  if b.wake == nil or t < b.wake then
+    b.wake = t
+  end
+end
+
+-- Puts job `j` (id `id`) where its due time says, relative to `now` and horizon `h`,
+-- and queues its record for writing. Returns nothing; `flush` applies it.
+local function insert(b, id, j, now, h)
+  if j.due <= now then
+    j.loc = 's'
+    b.ready[#b.ready + 1] = id
+  elseif j.due < h then
+    j.loc = 's'
+    b.staged[#b.staged + 1] = j.due
+    b.staged[#b.staged + 1] = 'j' .. id
+    wake_at(b, j.due)
+  else
+    local k, start = place(j.due, h)
+    j.loc = int(k)
+    local member = 'b' .. int(k) .. ':' .. int(start)
+    local ids = b.sets[member]
+    if ids == nil then
+      ids = {}
+      b.sets[member] = ids
+      b.order[#b.order + 1] = { member, start - LEAD }
+    end
+    ids[#ids + 1] = id
+  end
+  b.writes[#b.writes + 1] = id
+  b.writes[#b.writes + 1] = record(j)
+end
+
+-- Applies a batch. `armed` is meta's `armed` (the earliest time the leader is known to
+-- wake for); an earlier new wake is published on the queue's channel, and shortens the
+-- leader's lease to max(wake, now + BUSY) so that a dead leader is replaced in time.
+local function flush(b, now, armed, expires)
+  for _, pair in ipairs(b.order) do
+    local member, score = pair[1], pair[2]
+    redis.call('SADD', bucket_key(member), unpack(b.sets[member]))
+    if redis.call('ZADD', DUE, 'NX', score, member) == 1 then
+      wake_at(b, score)
+    end
+  end
+  if #b.staged > 0 then
+    redis.call('ZADD', DUE, unpack(b.staged))
+  end
+  if #b.ready > 0 then
+    redis.call('RPUSH', READY, unpack(b.ready))
+  end
+  if #b.writes > 0 then
+    redis.call('HSET', JOBS, unpack(b.writes))
+  end
+  armed = tonumber(armed)
+  if b.wake ~= nil and armed ~= nil and armed > 0 and b.wake < armed then
+    local e = tonumber(expires) or 0
+    local short = math.max(b.wake, now + BUSY)
+    if e > short then
+      e = short
+    end
+    redis.call('HSET', META, 'armed', int(b.wake), 'expires', int(e))
+    redis.call('PUBLISH', CHANNEL, int(b.wake) .. ' ' .. int(e))
+  end
+end

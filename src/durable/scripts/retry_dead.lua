@@ -1,0 +1,25 @@
+-- retry_dead.lua: gives a dead job a new set of attempts, due now.
+--
+-- KEYS[1]  meta
+-- ARGV     id
+-- Returns  1 if the job was dead and is now ready, else 0.
+--
+-- Keeps I1-I5: the job leaves `dead` for `ready` with its attempts reset and its error
+-- kept until it completes.
+local now, m = meta({ 'armed', 'expires' })
+local id = ARGV[1]
+local rec = redis.call('HGET', JOBS, id)
+if not rec then
+  return 0
+end
+local j = parse(id, rec)
+if j.loc ~= 'd' then
+  return 0
+end
+redis.call('ZREM', DEAD, id)
+j.att = 0
+j.due = now
+local b = batch()
+insert(b, id, j, now, horizon(now + LEAD))
+flush(b, now, m.armed, m.expires)
+return 1

@@ -1,0 +1,48 @@
+-- schedule.lua: adds jobs, each unless its id already names a job (idempotent on id).
+--
+-- KEYS[1]  meta
+-- ARGV     n, then n times: id, when, max_attempts, payload
+--          when is 'a<ms>' (due at that time on the queue's clock) or 'r<ms>' (due that
+--          many ms from now)
+-- Returns  { now, added_1, ..., added_n }: added is 1 for a new job, 0 for an id in use.
+--
+-- Keeps I1-I5: a new job goes to `ready` (due), the staged window (due before the
+-- horizon) or the bucket of the coarsest level that starts at or after the horizon; an
+-- id whose record is a tombstone is reused, and its skip count carried over (I5).
+local now, m = meta({ 'armed', 'expires' })
+local h = horizon(now + LEAD)
+local n = tonumber(ARGV[1])
+local ids = {}
+for i = 1, n do
+  ids[i] = ARGV[2 + (i - 1) * 4]
+end
+local recs = redis.call('HMGET', JOBS, unpack(ids))
+local b = batch()
+local out = { now }
+local seen = {}
+for i = 1, n do
+  local base = 2 + (i - 1) * 4
+  local id, when = ARGV[base], ARGV[base + 1]
+  local skip = 0
+  local taken = seen[id]
+  if not taken and recs[i] then
+    local old = parse(id, recs[i])
+    taken = old.loc ~= 'x'
+    skip = old.skip
+  end
+  if taken then
+    out[#out + 1] = 0
+  else
+    local t = tonumber(string.sub(when, 2))
+    local due = t
+    if string.sub(when, 1, 1) == 'r' then
+      due = now + t
+    end
+    insert(b, id, { due = due, loc = 's', att = 0, max = tonumber(ARGV[base + 2]),
+                    skip = skip, payload = ARGV[base + 3] }, now, h)
+    seen[id] = true
+    out[#out + 1] = 1
+  end
+end
+flush(b, now, m.armed, m.expires)
+return out

@@ -1,0 +1,134 @@
+-- tick.lua: the leader moves the cursor: everything in `due` whose time has come.
+--
+-- KEYS[1]  meta
+-- ARGV     token, limit (at most this many jobs touched per call)
+-- Returns  { 0 } if `token` is not the current leadership's or its lease has ended
+--          (fencing: a paused leader that lost its lease promotes nothing); else
+--          { now, next, more, lag_1, ..., lag_k }: `next` is the score of the head of
+--          `due` after this call (-1 if empty), `more` is 1 if due work was left for
+--          another call, and lag_i is now - due for each job promoted to `ready`.
+--
+-- For each due member of `due` (I2, I3):
+--   j<id>       a staged job: appended to `ready` (I6: its score is its due time).
+--   b<k>:<s>    a bucket, LEAD ms before its start: drained with SPOP into the staged
+--               window (due before the new horizon) or into finer buckets, which start
+--               at or after the horizon and so are not due in this call.
+--   l           the lease marker, scored at or before the earliest lease end: jobs whose
+--               lease ended go back to `ready`, or to `dead` after their last attempt.
+-- Then meta's `armed` is raised to at least the new head, so that a script adding an
+-- earlier wake knows to publish it (lib.lua's flush).
+local now, m = meta({ 'token', 'expires', 'armed' })
+if m.token ~= ARGV[1] or (tonumber(m.expires) or 0) <= now then
+  return { 0 }
+end
+local budget = tonumber(ARGV[2])
+local h = horizon(now + LEAD)
+local b = batch()
+local lags = {}
+local done = {}
+local more = 0
+local items = redis.call('ZRANGEBYSCORE', DUE, '-inf', now, 'WITHSCORES', 'LIMIT', 0, budget)
+if #items == 2 * budget then
+  more = 1
+end
+for i = 1, #items, 2 do
+  local member, score = items[i], tonumber(items[i + 1])
+  local kind = string.sub(member, 1, 1)
+  if budget <= 0 then
+    more = 1
+    break
+  end
+  if kind == 'j' then
+    b.ready[#b.ready + 1] = string.sub(member, 2)
+    lags[#lags + 1] = now - score
+    done[#done + 1] = member
+    budget = budget - 1
+  elseif kind == 'b' then
+    -- At most DRAIN jobs of a bucket per call, so that one call holds Redis briefly.
+    local take = math.min(budget, DRAIN)
+    local key = bucket_key(member)
+    local ids = redis.call('SPOP', key, take)
+    if #ids < take then
+      done[#done + 1] = member
+    else
+      more = 1
+    end
+    if #ids > 0 then
+      budget = budget - #ids
+      local recs = redis.call('HMGET', JOBS, unpack(ids))
+      for x = 1, #ids do
+        local j = recs[x] and readable(recs[x])
+        if recs[x] and j == nil then
+          quarantine(ids[x], now)
+        elseif j then
+          if j.loc ~= 'x' and j.loc ~= 's' and j.loc ~= 'd' then
+            if j.due <= now then
+              lags[#lags + 1] = now - j.due
+            end
+            insert(b, ids[x], j, now, h)
+          end
+        end
+      end
+    end
+  elseif kind == 'l' then
+    local ended = redis.call('ZRANGEBYSCORE', FLIGHT, '-inf', now, 'LIMIT', 0, budget)
+    if #ended > 0 then
+      budget = budget - #ended
+      local recs = redis.call('HMGET', JOBS, unpack(ended))
+      local dead = {}
+      for x = 1, #ended do
+        local j = recs[x] and readable(recs[x])
+        if recs[x] and j == nil then
+          quarantine(ended[x], now)
+        elseif j then
+          local note = 'lease ended during attempt ' .. int(j.att) .. ' of ' .. int(j.max)
+          if j.att >= j.max then
+            j.loc = 'd'
+            dead[#dead + 1] = now
+            dead[#dead + 1] = ended[x]
+            b.writes[#b.writes + 1] = ended[x]
+            b.writes[#b.writes + 1] = record(j)
+          else
+            b.ready[#b.ready + 1] = ended[x]
+          end
+          redis.call('HSET', ERRORS, ended[x], note)
+        end
+      end
+      redis.call('ZREM', FLIGHT, unpack(ended))
+      if #dead > 0 then
+        redis.call('ZADD', DEAD, unpack(dead))
+      end
+    end
+    local head = redis.call('ZRANGE', FLIGHT, 0, 0, 'WITHSCORES')
+    if #head > 0 then
+      redis.call('ZADD', DUE, head[2], 'l')
+    else
+      done[#done + 1] = member
+    end
+  else
+    garbage(DUE, 'member ' .. string.format('%q', member) .. ' is neither a job nor a bucket')
+  end
+end
+if #done > 0 then
+  redis.call('ZREM', DUE, unpack(done))
+end
+-- The leader reads `next` from this call, so nothing added here needs publishing.
+flush(b, now, 0, 0)
+local head = redis.call('ZRANGE', DUE, 0, 0, 'WITHSCORES')
+local nxt = -1
+if #head > 0 then
+  nxt = tonumber(head[2])
+end
+local armed = tonumber(m.armed) or 0
+if nxt < 0 then
+  if armed < 2 ^ 52 then
+    redis.call('HSET', META, 'armed', int(2 ^ 52))
+  end
+elseif armed < nxt then
+  redis.call('HSET', META, 'armed', int(nxt + 50))
+end
+local out = { now, nxt, more }
+for i = 1, #lags do
+  out[#out + 1] = lags[i]
+end
+return out

@@ -1,0 +1,84 @@
+//! [`Stats`]: counts of a queue's jobs, its leader, its promotion lag.
+
+use super::error::Error;
+use super::queue::system_time;
+use std::time::{Duration, SystemTime};
+
+/// A look at one queue, from [`Queue::stats`](super::Queue::stats).
+///
+/// The counts come from one pipeline of reads, not one atomic snapshot. `ready` counts
+/// entries of the ready list, which may include a few stale ones of jobs cancelled while
+/// ready (dropped by the next claim); `scheduled` is what remains of all records.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Jobs waiting for their due time (in the wheel or the staged window).
+    pub scheduled: u64,
+    /// Jobs due and waiting for a worker.
+    pub ready: u64,
+    /// Jobs delivered to a worker whose lease has not ended.
+    pub in_flight: u64,
+    /// Jobs that failed their last attempt.
+    pub dead: u64,
+    /// The current leader's name, if its lease is live.
+    pub leader: Option<String>,
+    /// The fencing token of the current (or last) leadership.
+    pub token: u64,
+    /// When the leader's lease ends.
+    pub lease_ends: Option<SystemTime>,
+    /// Median lag from due time to the ready list, over the leader's promotions.
+    pub promotion_lag_p50: Option<Duration>,
+    /// 99th percentile of the same.
+    pub promotion_lag_p99: Option<Duration>,
+    /// Jobs promoted by the current leader.
+    pub promoted: u64,
+    /// The queue's clock at the time of reading.
+    pub now: SystemTime,
+    /// Whether the queue runs on a manual clock (tests).
+    pub manual_clock: bool,
+}
+
+fn number(meta: &str, field: &str, value: &Option<String>) -> Result<Option<u64>, Error> {
+    match value {
+        None => Ok(None),
+        Some(text) => text
+            .parse::<f64>()
+            .map(|n| Some(n.max(0.0) as u64))
+            .map_err(|_| Error::garbage(meta, format!("field {field} is {text:?}, not a number"))),
+    }
+}
+
+pub(crate) fn build(
+    meta: &str,
+    jobs: u64,
+    ready: u64,
+    in_flight: u64,
+    dead: u64,
+    fields: &[Option<String>],
+    time: (u64, u64),
+) -> Result<Stats, Error> {
+    let field = |i: usize| fields.get(i).cloned().flatten();
+    let holder = field(0).filter(|h| !h.is_empty());
+    let token = number(meta, "token", &field(1))?.unwrap_or(0);
+    let expires = number(meta, "expires", &field(2))?.unwrap_or(0);
+    let lag = |i: usize, name: &str| -> Result<Option<Duration>, Error> {
+        Ok(number(meta, name, &field(i))?.map(Duration::from_millis))
+    };
+    let manual = number(meta, "clock", &field(6))?;
+    let now_ms = manual.unwrap_or(time.0 * 1000 + time.1 / 1000);
+    let live = holder.is_some() && expires > now_ms;
+    Ok(Stats {
+        scheduled: jobs.saturating_sub(ready + in_flight + dead),
+        ready,
+        in_flight,
+        dead,
+        leader: if live { holder } else { None },
+        token,
+        lease_ends: live.then(|| system_time(expires)),
+        promotion_lag_p50: lag(3, "lag_p50")?,
+        promotion_lag_p99: lag(4, "lag_p99")?,
+        promoted: number(meta, "promoted", &field(5))?.unwrap_or(0),
+        now: system_time(now_ms),
+        manual_clock: manual.is_some(),
+    })
+}

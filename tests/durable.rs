@@ -1,0 +1,535 @@
+//! Durable jobs against a real `redis-server`: scheduling, delivery, acks, retries,
+//! cancel and reschedule, leadership, and bad input.
+#![cfg(feature = "redis")]
+
+mod support;
+
+use std::time::{Duration, SystemTime};
+use support::{queue_name, RedisServer};
+use tickless::durable::{Backoff, Failed, JobState, LeaderOptions, Queue, When, WorkerOptions};
+
+async fn queue(server: &RedisServer, test: &str) -> Queue {
+    Queue::connect(&server.url(), &queue_name(test))
+        .await
+        .expect("connect")
+}
+
+fn at(ms: u64) -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_millis(ms)
+}
+
+const T0: u64 = 1_700_000_000_000;
+
+#[tokio::test]
+async fn scheduled_job_is_delivered_after_its_due_time_and_not_before() {
+    let server = RedisServer::start();
+    let queue = queue(&server, "due").await;
+    queue.set_manual_clock(Some(at(T0))).await.unwrap();
+    assert!(queue
+        .schedule("a", b"payload", at(T0 + 5_000))
+        .await
+        .unwrap());
+    let mut leader = queue.leader(LeaderOptions::default());
+    let worker = queue.worker(WorkerOptions::default());
+    leader.step().await.unwrap();
+    assert!(leader.is_leading());
+    assert!(worker.try_claim(10).await.unwrap().is_empty());
+    queue
+        .advance_manual_clock(Duration::from_millis(4_999))
+        .await
+        .unwrap();
+    leader.step().await.unwrap();
+    assert!(
+        worker.try_claim(10).await.unwrap().is_empty(),
+        "one millisecond early"
+    );
+    queue
+        .advance_manual_clock(Duration::from_millis(1))
+        .await
+        .unwrap();
+    leader.step().await.unwrap();
+    let jobs = worker.try_claim(10).await.unwrap();
+    assert_eq!(jobs.len(), 1);
+    assert_eq!(jobs[0].id(), "a");
+    assert_eq!(jobs[0].payload(), b"payload");
+    assert_eq!(jobs[0].attempt(), 1);
+    assert_eq!(jobs[0].due(), at(T0 + 5_000));
+    assert!(worker.ack(&jobs[0]).await.unwrap());
+    assert!(queue.job("a").await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn scheduling_an_id_twice_makes_one_job() {
+    let server = RedisServer::start();
+    let queue = queue(&server, "idem").await;
+    assert!(queue
+        .schedule("x", b"first", Duration::from_secs(60))
+        .await
+        .unwrap());
+    assert!(!queue
+        .schedule("x", b"second", Duration::from_secs(1))
+        .await
+        .unwrap());
+    let added = queue
+        .schedule_batch([
+            ("x", b"third".as_slice(), Duration::from_secs(1).into()),
+            ("y", b"y".as_slice(), Duration::from_secs(1).into()),
+            ("y", b"y again".as_slice(), Duration::from_secs(1).into()),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(added, [false, true, false]);
+    let info = queue.job("x").await.unwrap().unwrap();
+    assert_eq!(info.payload, b"first");
+    assert_eq!(info.state, JobState::Scheduled);
+    assert_eq!(queue.stats().await.unwrap().scheduled, 2);
+}
+
+#[tokio::test]
+async fn cancel_and_reschedule_of_unknown_ids_say_false() {
+    let server = RedisServer::start();
+    let queue = queue(&server, "unknown").await;
+    assert!(!queue.cancel("nobody").await.unwrap());
+    assert!(!queue
+        .reschedule("nobody", Duration::from_secs(1))
+        .await
+        .unwrap());
+    assert!(!queue.retry_dead("nobody").await.unwrap());
+    assert!(queue.job("nobody").await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn cancelled_ready_job_is_never_delivered_and_its_id_can_be_reused() {
+    let server = RedisServer::start();
+    let queue = queue(&server, "cancel-ready").await;
+    let worker = queue.worker(WorkerOptions::default());
+    assert!(queue.schedule("r", b"old", Duration::ZERO).await.unwrap());
+    assert_eq!(
+        queue.job("r").await.unwrap().unwrap().state,
+        JobState::Ready
+    );
+    assert!(queue.cancel("r").await.unwrap());
+    assert!(!queue.cancel("r").await.unwrap());
+    assert!(queue.job("r").await.unwrap().is_none());
+    assert!(queue.schedule("r", b"new", Duration::ZERO).await.unwrap());
+    let jobs = worker.try_claim(10).await.unwrap();
+    assert_eq!(
+        jobs.len(),
+        1,
+        "the stale entry is dropped, the new job delivered once"
+    );
+    assert_eq!(jobs[0].payload(), b"new");
+    assert!(worker.ack(&jobs[0]).await.unwrap());
+    assert!(worker.try_claim(10).await.unwrap().is_empty());
+    assert_eq!(queue.stats().await.unwrap().ready, 0);
+}
+
+#[tokio::test]
+async fn failed_jobs_are_retried_with_backoff_then_dead_lettered() {
+    let server = RedisServer::start();
+    let queue = queue(&server, "retry").await.with_max_attempts(2);
+    queue.set_manual_clock(Some(at(T0))).await.unwrap();
+    let mut leader = queue.leader(LeaderOptions::default());
+    let mut options = WorkerOptions::default();
+    options.backoff = Backoff::fixed(Duration::from_secs(10));
+    let worker = queue.worker(options);
+    queue.schedule("f", b"p", Duration::ZERO).await.unwrap();
+    let job = worker.try_claim(1).await.unwrap().remove(0);
+    assert_eq!(worker.fail(&job, "boom").await.unwrap(), Failed::Retried);
+    assert_eq!(worker.fail(&job, "again").await.unwrap(), Failed::LeaseLost);
+    let info = queue.job("f").await.unwrap().unwrap();
+    assert_eq!(info.state, JobState::Scheduled);
+    assert_eq!(info.due, at(T0 + 10_000));
+    assert_eq!(info.last_error.as_deref(), Some("boom"));
+    queue
+        .advance_manual_clock(Duration::from_millis(9_999))
+        .await
+        .unwrap();
+    leader.step().await.unwrap();
+    assert!(worker.try_claim(1).await.unwrap().is_empty());
+    queue
+        .advance_manual_clock(Duration::from_millis(1))
+        .await
+        .unwrap();
+    leader.step().await.unwrap();
+    let job = worker.try_claim(1).await.unwrap().remove(0);
+    assert_eq!(job.attempt(), 2);
+    assert_eq!(worker.fail(&job, "last").await.unwrap(), Failed::Dead);
+    let dead = queue.dead(10).await.unwrap();
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0].state, JobState::Dead);
+    assert_eq!(dead[0].last_error.as_deref(), Some("last"));
+    assert_eq!(queue.stats().await.unwrap().dead, 1);
+    assert!(queue.retry_dead("f").await.unwrap());
+    let job = worker.try_claim(1).await.unwrap().remove(0);
+    assert_eq!(job.attempt(), 1);
+    assert!(worker.ack(&job).await.unwrap());
+}
+
+#[tokio::test]
+async fn lease_end_redelivers_and_the_stale_ack_is_refused() {
+    let server = RedisServer::start();
+    let queue = queue(&server, "lease").await;
+    queue.set_manual_clock(Some(at(T0))).await.unwrap();
+    let mut leader = queue.leader(LeaderOptions::default());
+    let mut options = WorkerOptions::default();
+    options.lease = Duration::from_secs(30);
+    let worker = queue.worker(options);
+    queue.schedule("l", b"p", Duration::ZERO).await.unwrap();
+    let first = worker.try_claim(1).await.unwrap().remove(0);
+    queue
+        .advance_manual_clock(Duration::from_millis(29_999))
+        .await
+        .unwrap();
+    leader.step().await.unwrap();
+    assert!(
+        worker.try_claim(1).await.unwrap().is_empty(),
+        "redelivered before its lease ended"
+    );
+    queue
+        .advance_manual_clock(Duration::from_millis(1))
+        .await
+        .unwrap();
+    leader.step().await.unwrap();
+    let second = worker.try_claim(1).await.unwrap().remove(0);
+    assert_eq!(second.attempt(), 2);
+    assert!(
+        !worker.ack(&first).await.unwrap(),
+        "the first delivery lost its lease"
+    );
+    assert!(worker.ack(&second).await.unwrap());
+    assert!(queue.job("l").await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn a_leader_whose_lease_ended_is_fenced_out() {
+    let server = RedisServer::start();
+    let queue = queue(&server, "fence").await;
+    queue.set_manual_clock(Some(at(T0))).await.unwrap();
+    let mut old = queue.leader(LeaderOptions::default());
+    old.step().await.unwrap();
+    let old_token = old.stats().token;
+    // The old leader pauses past its lease; another takes over.
+    queue
+        .advance_manual_clock(Duration::from_secs(5))
+        .await
+        .unwrap();
+    let mut new = queue.leader(LeaderOptions::default());
+    new.step().await.unwrap();
+    assert!(new.is_leading());
+    assert!(
+        new.stats().token > old_token,
+        "the token grows with every leadership"
+    );
+    queue.schedule("j", b"p", Duration::ZERO).await.unwrap();
+    queue
+        .schedule("k", b"p", Duration::from_millis(100))
+        .await
+        .unwrap();
+    queue
+        .advance_manual_clock(Duration::from_millis(100))
+        .await
+        .unwrap();
+    // The old leader wakes up and ticks with its old token: it moves nothing and learns
+    // that it lost; the new one can still take over the lease as it ends.
+    old.step().await.unwrap();
+    assert!(!old.is_leading());
+    assert_eq!(old.stats().promoted, 0);
+    new.step().await.unwrap();
+    assert_eq!(new.stats().promoted, 1);
+}
+
+#[tokio::test]
+async fn bad_input_gets_clear_errors() {
+    let err = Queue::connect("redis://127.0.0.1:1/", "q")
+        .await
+        .unwrap_err();
+    assert!(err.is_connect(), "{err}");
+    assert!(err.to_string().contains("redis://127.0.0.1:1/"), "{err}");
+    let err = Queue::connect("http://example/", "q").await.unwrap_err();
+    assert!(err.is_invalid_url(), "{err}");
+    let server = RedisServer::start();
+    for name in ["", "a{b}", &"n".repeat(200)] {
+        let err = Queue::connect(&server.url(), name).await.unwrap_err();
+        assert!(err.is_invalid_queue_name(), "{err}");
+    }
+    let queue = queue(&server, "bad").await;
+    let big = vec![0u8; tickless::durable::MAX_PAYLOAD_BYTES + 1];
+    let err = queue
+        .schedule("big", &big, Duration::ZERO)
+        .await
+        .unwrap_err();
+    assert!(err.is_payload_too_large(), "{err}");
+    assert!(err.to_string().contains("\"big\""), "{err}");
+    let err = queue.schedule("", b"", Duration::ZERO).await.unwrap_err();
+    assert!(err.is_invalid_id(), "{err}");
+    let long = "i".repeat(tickless::durable::MAX_ID_BYTES + 1);
+    assert!(queue.cancel(&long).await.unwrap_err().is_invalid_id());
+    // Exactly at the limit is fine.
+    let max = vec![7u8; tickless::durable::MAX_PAYLOAD_BYTES];
+    assert!(queue.schedule("max", &max, Duration::ZERO).await.unwrap());
+    let worker = queue.worker(WorkerOptions::default());
+    assert_eq!(
+        worker.try_claim(1).await.unwrap()[0].payload().len(),
+        max.len()
+    );
+    // Far deadlines saturate instead of failing.
+    assert!(queue.schedule("far", b"", Duration::MAX).await.unwrap());
+    assert!(queue
+        .schedule("past", b"", SystemTime::UNIX_EPOCH)
+        .await
+        .unwrap());
+}
+
+#[tokio::test]
+async fn garbage_in_the_queue_keys_is_an_error_naming_the_key() {
+    let server = RedisServer::start();
+    let name = queue_name("garbage");
+    let queue = Queue::connect(&server.url(), &name).await.unwrap();
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let jobs = format!("tickless:{{{name}}}:jobs");
+    let _: () = redis::cmd("HSET")
+        .arg(&jobs)
+        .arg("junk")
+        .arg("not a record")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    for err in [
+        queue.cancel("junk").await.unwrap_err(),
+        queue.reschedule("junk", Duration::ZERO).await.unwrap_err(),
+        queue
+            .schedule("junk", b"", Duration::ZERO)
+            .await
+            .unwrap_err(),
+        queue.job("junk").await.unwrap_err(),
+    ] {
+        assert!(err.is_garbage(), "{err}");
+        assert!(err.to_string().contains(&jobs), "{err}");
+        assert!(err.to_string().contains("junk"), "{err}");
+    }
+    let meta = format!("tickless:{{{name}}}:meta");
+    let _: () = redis::cmd("HSET")
+        .arg(&meta)
+        .arg("clock")
+        .arg("tomorrow")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let err = queue.schedule("ok", b"", Duration::ZERO).await.unwrap_err();
+    assert!(
+        err.is_garbage() && err.to_string().contains("clock"),
+        "{err}"
+    );
+    let _: () = redis::cmd("HDEL")
+        .arg(&meta)
+        .arg("clock")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    // A key of the wrong type is found on connect, and by any script that meets it.
+    let due = format!("tickless:{{{name}}}:due");
+    let _: () = redis::cmd("SET")
+        .arg(&due)
+        .arg("x")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let err = Queue::connect(&server.url(), &name).await.unwrap_err();
+    assert!(err.is_garbage() && err.to_string().contains(&due), "{err}");
+    let err = queue
+        .schedule("ok", b"", Duration::from_secs(5))
+        .await
+        .unwrap_err();
+    assert!(err.is_garbage(), "{err}");
+}
+
+async fn commands_served(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
+    let text: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await
+        .unwrap();
+    text.lines()
+        .filter(|l| l.starts_with("cmdstat_") && !l.starts_with("cmdstat_info:"))
+        .filter_map(|l| {
+            l.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn running_queue_delivers_every_job_then_idles_without_commands() {
+    let server = RedisServer::start();
+    let name = queue_name("live");
+    let queue = Queue::connect(&server.url(), &name).await.unwrap();
+    let n = 300;
+    let ids: Vec<String> = (0..n).map(|i| format!("j{i}")).collect();
+    let jobs = ids.iter().enumerate().map(|(i, id)| {
+        (
+            id.as_str(),
+            b"".as_slice(),
+            Duration::from_millis(200 + 3 * i as u64).into(),
+        )
+    });
+    queue.schedule_batch(jobs).await.unwrap();
+    let leader = queue.leader(LeaderOptions::default()).spawn();
+    let candidate = queue.leader(LeaderOptions::default()).spawn();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let worker = tokio::spawn(queue.worker(WorkerOptions::default()).run(move |job| {
+        let _ = tx.send((job.id().to_string(), job.claimed_at() >= job.due()));
+        async { Ok::<(), std::io::Error>(()) }
+    }));
+    let mut seen = std::collections::BTreeSet::new();
+    while seen.len() < n {
+        let (id, on_time) = tokio::time::timeout(Duration::from_secs(10), rx.recv())
+            .await
+            .expect("every job within 10 s")
+            .unwrap();
+        assert!(on_time, "{id} was handed out before its due time");
+        assert!(seen.insert(id), "delivered twice with no crash");
+    }
+    // One of the two leads; it promoted the jobs and measured their lag.
+    let (a, b) = (leader.stats(), candidate.stats());
+    assert!(a.leading != b.leading, "{a:?} {b:?}");
+    let stats = if a.leading { a } else { b };
+    assert!(
+        stats.promoted > 0 && stats.lag_p50_ms.is_some(),
+        "{stats:?}"
+    );
+    // Far work only: after the lease settles to its idle length, nothing polls.
+    queue
+        .schedule("far", b"", Duration::from_secs(3600))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(2_000)).await;
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut admin = client.get_multiplexed_async_connection().await.unwrap();
+    let before = commands_served(&mut admin).await;
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let after = commands_served(&mut admin).await;
+    assert_eq!(after - before, 0, "an idle queue sent commands");
+    // Every key of the queue carries its hash tag (one Redis Cluster slot).
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("*")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    assert!(!keys.is_empty());
+    for key in keys {
+        assert!(key.starts_with(&format!("tickless:{{{name}}}:")), "{key}");
+    }
+    worker.abort();
+    leader.stop().await.unwrap();
+    drop(candidate);
+}
+
+#[tokio::test]
+async fn far_jobs_share_coarse_buckets_with_one_due_member_each() {
+    let server = RedisServer::start();
+    let name = queue_name("buckets");
+    let queue = Queue::connect(&server.url(), &name).await.unwrap();
+    queue.set_manual_clock(Some(at(T0))).await.unwrap();
+    // 10,000 jobs due over one minute, an hour ahead.
+    let ids: Vec<String> = (0..10_000).map(|i| format!("f{i}")).collect();
+    let jobs = ids.iter().enumerate().map(|(i, id)| {
+        (
+            id.as_str(),
+            b"".as_slice(),
+            When::At(at(T0 + 3_600_000 + 6 * i as u64)),
+        )
+    });
+    queue.schedule_batch(jobs).await.unwrap();
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let due: Vec<String> = redis::cmd("ZRANGE")
+        .arg(format!("tickless:{{{name}}}:due"))
+        .arg(0)
+        .arg(-1)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(due.len() <= 3, "one member per non-empty bucket: {due:?}");
+    // Coarse buckets (70 min or wider, as the slots align), never one per job.
+    assert!(
+        due.iter()
+            .all(|m| m.starts_with("b2:") || m.starts_with("b3:")),
+        "{due:?}"
+    );
+    // Cancelling every job of a bucket removes its member too.
+    queue
+        .cancel_batch(ids.iter().map(String::as_str))
+        .await
+        .unwrap();
+    let left: u64 = redis::cmd("ZCARD")
+        .arg(format!("tickless:{{{name}}}:due"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(left, 0);
+}
+
+#[tokio::test]
+async fn unreadable_records_are_set_aside_and_the_queue_goes_on() {
+    let server = RedisServer::start();
+    let name = queue_name("quarantine");
+    let queue = Queue::connect(&server.url(), &name).await.unwrap();
+    queue.set_manual_clock(Some(at(T0))).await.unwrap();
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let jobs = format!("tickless:{{{name}}}:jobs");
+    // One job in a bucket and one in the ready list get their records overwritten.
+    queue
+        .schedule("bad-bucket", b"", at(T0 + 5_000))
+        .await
+        .unwrap();
+    queue.schedule("good", b"", at(T0 + 5_000)).await.unwrap();
+    queue
+        .schedule("bad-ready", b"", Duration::ZERO)
+        .await
+        .unwrap();
+    queue
+        .schedule("good-ready", b"", Duration::ZERO)
+        .await
+        .unwrap();
+    for id in ["bad-bucket", "bad-ready"] {
+        let _: () = redis::cmd("HSET")
+            .arg(&jobs)
+            .arg(id)
+            .arg("???")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+    }
+    let worker = queue.worker(WorkerOptions::default());
+    let ready = worker.try_claim(10).await.unwrap();
+    assert_eq!(
+        ready.iter().map(|j| j.id()).collect::<Vec<_>>(),
+        ["good-ready"]
+    );
+    let mut leader = queue.leader(LeaderOptions::default());
+    queue
+        .advance_manual_clock(Duration::from_secs(5))
+        .await
+        .unwrap();
+    leader.step().await.unwrap();
+    let due = worker.try_claim(10).await.unwrap();
+    assert_eq!(due.iter().map(|j| j.id()).collect::<Vec<_>>(), ["good"]);
+    let dead = queue.dead(10).await.unwrap();
+    let mut ids: Vec<&str> = dead.iter().map(|d| d.id.as_str()).collect();
+    ids.sort();
+    assert_eq!(ids, ["bad-bucket", "bad-ready"]);
+    for info in &dead {
+        let error = info.last_error.as_deref().unwrap_or_default();
+        assert!(error.contains(&jobs) && error.contains(&info.id), "{error}");
+    }
+    // Nothing is lost: the records are as found, and can be cancelled.
+    assert!(queue.cancel("bad-ready").await.unwrap());
+    assert_eq!(queue.stats().await.unwrap().dead, 1);
+}
