@@ -40,16 +40,21 @@
 //! released. Since only a claimed operation's runner can end it, and only whoever ends an
 //! operation unlinks it, a claimed operation stays alive in the index until it has run:
 //! a check takes no reference count per operation, and a run costs two atomic operations
-//! (the claim and the release). That is the cost that grows with the rate squared, since
-//! a check runs every condition watching its key; it is the purgatory's only `unsafe`,
-//! besides the condition's cell in `op.rs` (loom checks both protocols' exclusion).
+//! (the claim and the release). For that to hold, the thread that watches an operation
+//! is its runner from before it links the first key until its second try, so nothing
+//! ends (and unlinks) an operation while it is still being linked. That is the cost that
+//! grows with the rate squared, since a check runs every condition watching its key; it
+//! is the purgatory's only `unsafe`, besides the condition's cell in `op.rs`. loom checks
+//! the state's exclusion (`loom_tests.rs`, on `Op`), and a model of a watch racing a
+//! check and a drop on the index itself.
 //!
 //! An operation is its own timer callback (the timer wakes it when its deadline comes),
 //! so watching one allocates the operation, its condition and its keys, and nothing on
 //! the timer's side. A threshold wait is one allocation.
 //!
-//! Keys' `Hash` and `Eq` must not panic: one that does in the middle of a check leaves
-//! the operations it claimed unrun (as a panicking `Hash` corrupts any map).
+//! Keys' `Hash` and `Eq` must not panic (as in any map). A panic that escapes a check
+//! (from a key's `Hash`, or a value's `Drop`) is raised again only after every operation
+//! the check claimed has run.
 
 mod op;
 mod threshold;
@@ -71,6 +76,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::hash::{BuildHasher, Hash};
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
@@ -359,11 +365,14 @@ where
             })
         };
         let mut completed = 0;
+        // Every claimed operation is run even if something panics on the way (a value's
+        // `Drop`, a key's `Hash` while unlinking): one left claimed would never run again.
+        let mut panicked = None;
         for entry in claimed {
-            // SAFETY: claimed above and not yet run, so alive (the index holds it), and this
-            // thread is its runner.
-            let ended = unsafe { (*entry).op.run() };
-            if let Some(ended) = ended {
+            let run = catch_unwind(AssertUnwindSafe(|| {
+                // SAFETY: claimed above and not yet run, so alive (the index holds it), and
+                // this thread is its runner.
+                let ended = unsafe { (*entry).op.run() }?;
                 // SAFETY: this thread ended it, so it is still linked (only its ender
                 // unlinks it) and alive: a reference of our own, for the unlinking, which
                 // drops the index's.
@@ -372,8 +381,15 @@ where
                     Arc::from_raw(entry)
                 };
                 self.inner.finish(&entry, ended);
-                completed += usize::from(ended == Ended::Completed);
+                Some(ended)
+            }));
+            match run {
+                Ok(ended) => completed += usize::from(ended == Some(Ended::Completed)),
+                Err(payload) => panicked = panicked.or(Some(payload)),
             }
+        }
+        if let Some(payload) = panicked {
+            resume_unwind(payload);
         }
         completed
     }
@@ -445,6 +461,24 @@ where
         if entry.op.try_complete().is_some() {
             return entry;
         }
+        // From here to the second try this thread is the operation's runner: a check that
+        // finds it linked meanwhile asks it to run the condition again, and an expiry only
+        // flags it, so nothing else can end it (and unlink it) before every link and its
+        // expiry are in place. That is what lets a check run what it claimed without a
+        // reference of its own: only the runner ends an operation, only its ender unlinks.
+        let claimed = entry.op.claim();
+        debug_assert!(claimed, "nobody else knows of the operation yet");
+        // The expiry first, so that a timer at its limit panics with nothing linked. A
+        // deadline that has passed only flags the operation: this thread runs it.
+        let expiry = self
+            .timer
+            .expire_at(deadline, Waker::from(entry.clone()))
+            .unwrap_or_else(|error| {
+                panic!(
+                    "tickless: a purgatory's deadline could not be scheduled on its timer: {error}"
+                )
+            });
+        *lock(&entry.expiry) = Some(expiry);
         // Counted once per operation, not per link: the counters are shared by every
         // thread that watches and ends operations.
         self.delayed.fetch_add(1, Ordering::AcqRel);
@@ -455,32 +489,13 @@ where
                 .entry(key.clone())
                 .or_default()
                 .insert(entry.clone());
-            // A check under an earlier key may have ended it meanwhile, unlinking only the
-            // links it found: then this one is unlinked here.
-            let mut links = lock(&entry.links);
-            links[i] = Some((shard as u32, slot as u32));
-            let late = entry.op.is_done().then(|| links[i].take()).flatten();
-            drop(links);
-            if let Some(link) = late {
-                self.unlink(key, link);
-                self.watched.fetch_sub(1, Ordering::AcqRel);
-            }
+            lock(&entry.links)[i] = Some((shard as u32, slot as u32));
         }
-        let expiry = self
-            .timer
-            .expire_at(deadline, Waker::from(entry.clone()))
-            .unwrap_or_else(|error| {
-                panic!(
-                    "tickless: a purgatory's deadline could not be scheduled on its timer: {error}"
-                )
-            });
-        *lock(&entry.expiry) = Some(expiry);
-        if entry.op.is_done() {
-            // Ended before its expiry was stored: whoever ended it found none to cancel.
-            if let Some(expiry) = lock(&entry.expiry).take() {
-                self.timer.cancel_expiry(expiry, entry.data());
-            }
-        } else if let Some(ended) = entry.op.try_complete() {
+        // Second try, which also takes the checks, expiry or cancel that came meanwhile.
+        // SAFETY: claimed above, by this thread, and not run since.
+        #[allow(unsafe_code)]
+        let ended = unsafe { entry.op.run() };
+        if let Some(ended) = ended {
             self.finish(&entry, ended);
         }
         entry
@@ -489,9 +504,8 @@ where
     /// After an operation ended (called once, by whoever ended it, saying how): unlinks
     /// it from every key it is linked under and cancels its expiry.
     fn finish(&self, entry: &Entry<K, T>, ended: Ended) {
-        // The links' lock is held across the unlinking (no path takes it after a shard's
-        // lock): a registration still linking the operation sees each link either taken
-        // here or not yet made.
+        // Every link was made before the operation could end (its watcher was its runner
+        // until then); the links' lock is never taken after a shard's.
         let mut links = lock(&entry.links);
         let mut unlinked = 0;
         for (key, link) in entry.keys.iter().zip(links.iter_mut()) {

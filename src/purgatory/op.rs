@@ -97,6 +97,7 @@ pub(super) trait Condition<T>: Send {
 }
 
 /// What [`Op::force`] did.
+#[derive(Debug)]
 pub(super) enum Forced<T> {
     /// This call completed it: the caller now unlinks it, once.
     Here,
@@ -222,7 +223,13 @@ impl<T: Send> Op<T> {
                 return Some(Ended::Completed);
             }
             let mut state = self.state.load(Ordering::Acquire);
+            // A forced value is taken before the state says ended: its forcer, waiting for
+            // that, takes back what is left (the value a holding condition did not need).
+            let mut parked = None;
             let next = loop {
+                if state & FORCE != 0 && parked.is_none() {
+                    parked = lock(&self.forced).take();
+                }
                 // A flag that ends it wins over a recheck: running again would clear it.
                 let next = if state & (FORCE | EXPIRE | CANCEL) != 0 {
                     DONE
@@ -248,7 +255,7 @@ impl<T: Send> Op<T> {
                     // SAFETY: this thread moved the state from running to ended.
                     let cond = unsafe { self.take_cond() };
                     let (outcome, ended) = if state & FORCE != 0 {
-                        let value = lock(&self.forced).take().expect("parked with the flag");
+                        let value = parked.expect("parked with the flag");
                         (Outcome::Completed(value), Ended::Completed)
                     } else if state & EXPIRE != 0 {
                         (Outcome::Expired, Ended::Expired)
@@ -315,16 +322,30 @@ impl<T: Send> Op<T> {
             match state & PHASE {
                 DONE => return Forced::No(value.take().expect("still ours")),
                 RUNNING if state & FORCE == 0 => {
-                    *lock(&self.forced) = value.take();
+                    // Parked and flagged under the slot's lock, so that of two forces
+                    // racing here one parks and the other waits: neither overwrites the
+                    // other's value, nor takes it back.
+                    let mut forced = lock(&self.forced);
+                    if forced.is_some() {
+                        // Another force is parking: look again once it has.
+                        drop(forced);
+                        yield_now();
+                        state = self.state.load(Ordering::Acquire);
+                        continue;
+                    }
+                    *forced = value.take();
                     match self.state.compare_exchange_weak(
                         state,
                         state | FORCE,
                         Ordering::AcqRel,
                         Ordering::Acquire,
                     ) {
-                        Ok(_) => return self.await_runner(),
+                        Ok(_) => {
+                            drop(forced);
+                            return self.await_runner();
+                        }
                         Err(now) => {
-                            value = lock(&self.forced).take();
+                            value = forced.take();
                             state = now;
                         }
                     }
