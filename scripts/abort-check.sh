@@ -6,7 +6,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 cargo build --quiet --profile abort-check --example panic_abort
-bin=target/abort-check/examples/panic_abort
+# Wherever cargo puts its output: CARGO_TARGET_DIR, a config's build.target-dir, or target/.
+target_dir=$(cargo metadata --format-version 1 --no-deps |
+  sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
+bin="${target_dir:?cargo metadata named no target directory}/abort-check/examples/panic_abort"
 
 "$bin" with-time
 
