@@ -13,6 +13,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 use support::*;
 use tickless::purgatory::{DelayedOperation, Outcome, Purgatory, ThresholdPurgatory};
+use tickless::Timer;
 
 /// A flag a condition reads: `Some(value)` once set.
 #[derive(Clone, Default)]
@@ -650,4 +651,94 @@ fn two_forces_while_the_condition_runs_complete_it_once_with_one_value() {
         );
         assert_eq!((purgatory.watched(), purgatory.delayed()), (0, 0));
     }
+}
+
+#[test]
+fn try_watch_and_try_wait_report_a_timer_at_its_limit_instead_of_panicking() {
+    let timer = Timer::builder()
+        .manual_clock()
+        .max_pending(1)
+        .build()
+        .unwrap();
+    let purgatory: Purgatory<&str, u64> = Purgatory::with_timer(timer.clone());
+    let flag = Flag::default();
+    let first = purgatory.try_watch(["a"], MS, flag.condition()).unwrap();
+    let error = purgatory
+        .try_watch(["a", "b"], MS, flag.condition())
+        .unwrap_err();
+    assert!(error.is_at_capacity(), "{error}");
+    assert_eq!(
+        (purgatory.watched(), purgatory.delayed()),
+        (1, 1),
+        "the refused operation is linked under no key"
+    );
+    assert!(panicked(|| drop(purgatory.watch(
+        ["a"],
+        MS,
+        flag.condition()
+    ))));
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let refused = Produce {
+        acked: Arc::new(AtomicBool::new(false)),
+        log: log.clone(),
+    };
+    let operations: Purgatory<&str, &'static str> = Purgatory::with_timer(timer.clone());
+    assert!(operations
+        .try_watch_operation(["a"], MS, refused)
+        .unwrap_err()
+        .is_at_capacity());
+    assert!(
+        log.lock().unwrap().is_empty(),
+        "no hook runs for a refused operation"
+    );
+    // A condition that holds at once needs no deadline.
+    let mut done = purgatory.try_watch(["a"], MS, || Some(5)).unwrap();
+    assert_eq!(poll_now(&mut done), Poll::Ready(Outcome::Completed(5)));
+
+    let thresholds: ThresholdPurgatory<&str> = ThresholdPurgatory::with_timer(timer.clone());
+    assert!(thresholds
+        .try_wait("a", 1, MS)
+        .unwrap_err()
+        .is_at_capacity());
+    assert!(thresholds
+        .try_wait_then("a", 1, MS, |_| panic!("never called"))
+        .unwrap_err()
+        .is_at_capacity());
+    assert_eq!(thresholds.waiting(), 0);
+    thresholds.advance(&"a", 3);
+    let mut reached = thresholds.try_wait("a", 2, MS).unwrap();
+    assert_eq!(poll_now(&mut reached), Poll::Ready(Outcome::Completed(3)));
+
+    drop(first);
+    assert_eq!((purgatory.watched(), purgatory.delayed()), (0, 0));
+    let mut now_fits = thresholds.try_wait("a", 9, MS).unwrap();
+    assert!(now_fits.cancel());
+    assert!(now_fits.is_done());
+    assert_eq!(poll_now(&mut now_fits), Poll::Ready(Outcome::Cancelled));
+    assert_eq!(timer.pending(), 0);
+}
+
+#[test]
+fn a_condition_may_cancel_its_own_operation() {
+    let timer = manual();
+    let purgatory: Purgatory<&str, u64> = Purgatory::with_timer(timer.clone());
+    let inside = purgatory.clone();
+    let cancelled_inside = Arc::new(AtomicUsize::new(0));
+    let counted = cancelled_inside.clone();
+    let armed = Arc::new(AtomicBool::new(false));
+    let arm = armed.clone();
+    let mut watch = purgatory.watch(["a", "b"], MS, move || {
+        if arm.load(Ordering::SeqCst) {
+            // Its own cancel lands while it runs: it wins, whatever this returns.
+            counted.fetch_add(inside.cancel_for_key(&"b"), Ordering::SeqCst);
+            return Some(1);
+        }
+        None
+    });
+    armed.store(true, Ordering::SeqCst);
+    assert_eq!(purgatory.check(&"a"), 0, "cancelled, not completed");
+    assert_eq!(cancelled_inside.load(Ordering::SeqCst), 1);
+    assert_eq!(poll_now(&mut watch), Poll::Ready(Outcome::Cancelled));
+    assert_eq!((purgatory.watched(), purgatory.delayed()), (0, 0));
+    assert_eq!(timer.pending(), 0);
 }

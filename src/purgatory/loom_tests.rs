@@ -5,7 +5,7 @@
 //!
 //! Run with `RUSTFLAGS="--cfg tickless_loom" cargo test --release --lib loom`.
 
-use super::op::{Condition, Ended, Op, Outcome};
+use super::op::{Condition, Ended, Ending, Op, Outcome};
 use crate::driver::sync::Ordering;
 use loom::sync::atomic::{AtomicBool, AtomicUsize};
 use loom::sync::Arc;
@@ -71,7 +71,8 @@ fn loom_a_check_racing_expiry_racing_a_cancel_ends_it_once() {
             loom::thread::spawn(move || op.expire())
         };
         let cancelled = op.cancel();
-        let ended: Vec<Ended> = [check.join().unwrap(), expire.join().unwrap(), cancelled]
+        let by_cancel = (cancelled == Ending::Here).then_some(Ended::Cancelled);
+        let ended: Vec<Ended> = [check.join().unwrap(), expire.join().unwrap(), by_cancel]
             .into_iter()
             .flatten()
             .collect();
@@ -96,6 +97,11 @@ fn loom_a_check_racing_expiry_racing_a_cancel_ends_it_once() {
             Ended::Cancelled => Outcome::Cancelled,
         };
         assert_eq!(outcome, expected);
+        assert_eq!(
+            cancelled.decided(),
+            outcome.is_cancelled(),
+            "the cancel reported {cancelled:?}, the operation ended {outcome:?}"
+        );
     });
 }
 
@@ -153,5 +159,84 @@ fn loom_an_expiry_arriving_with_a_recheck_is_not_lost() {
         assert!(op.is_done());
         assert_eq!(finished.load(Ordering::SeqCst), 1);
         assert_eq!(overlaps.load(Ordering::SeqCst), 0);
+    });
+}
+
+/// A cancel racing a check that runs the condition (holding, or not): the cancel
+/// reports `true` exactly when the operation ends cancelled, whoever ends it.
+fn a_cancel_racing_a_running_condition_is_told_the_truth(ready: bool) {
+    loom::model(move || {
+        let (op, _, finished, overlaps) = op(ready);
+        let check = {
+            let op = op.clone();
+            loom::thread::spawn(move || op.try_complete())
+        };
+        let reported = cancel_reported(&op);
+        check.join().unwrap();
+        assert!(op.is_done());
+        assert_eq!(finished.load(Ordering::SeqCst), 1);
+        assert_eq!(overlaps.load(Ordering::SeqCst), 0);
+        let outcome = match op.poll(Waker::noop()) {
+            std::task::Poll::Ready(Some(outcome)) => outcome,
+            other => panic!("ended, but the future sees {other:?}"),
+        };
+        assert_eq!(
+            reported,
+            outcome.is_cancelled(),
+            "cancel reported {reported}, the operation ended {outcome:?}"
+        );
+    });
+}
+
+fn cancel_reported(op: &Op<u8>) -> bool {
+    op.cancel().decided()
+}
+
+#[test]
+fn loom_a_cancel_racing_a_condition_that_holds_is_told_the_truth() {
+    a_cancel_racing_a_running_condition_is_told_the_truth(true);
+}
+
+#[test]
+fn loom_a_cancel_racing_a_condition_that_does_not_hold_is_told_the_truth() {
+    a_cancel_racing_a_running_condition_is_told_the_truth(false);
+}
+
+#[test]
+fn loom_a_force_racing_a_cancel_racing_a_running_condition_tells_one_of_them() {
+    let mut model = loom::model::Builder::new();
+    // The forcer waits for the runner by yielding: bound the preemptions so the model
+    // ends, as every other spin-waiting model does.
+    model.preemption_bound = Some(3);
+    model.check(|| {
+        let (op, _, finished, _) = op(false);
+        let check = {
+            let op = op.clone();
+            loom::thread::spawn(move || op.try_complete())
+        };
+        let force = {
+            let op = op.clone();
+            loom::thread::spawn(move || op.force(9))
+        };
+        let cancelled = op.cancel();
+        check.join().unwrap();
+        let forced = force.join().unwrap();
+        assert!(op.is_done());
+        assert_eq!(finished.load(Ordering::SeqCst), 1);
+        let outcome = match op.poll(Waker::noop()) {
+            std::task::Poll::Ready(Some(outcome)) => outcome,
+            other => panic!("ended, but the future sees {other:?}"),
+        };
+        let force_won = !matches!(forced, super::op::Forced::No(_));
+        assert!(
+            cancelled.decided() != force_won,
+            "cancel {cancelled:?} and force {forced:?}: exactly one wins"
+        );
+        let expected = if force_won {
+            Outcome::Completed(9)
+        } else {
+            Outcome::Cancelled
+        };
+        assert_eq!(outcome, expected);
     });
 }

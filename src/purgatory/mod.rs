@@ -45,8 +45,9 @@
 //! ends (and unlinks) an operation while it is still being linked. That is the cost that
 //! grows with the rate squared, since a check runs every condition watching its key; it
 //! is the purgatory's only `unsafe`, besides the condition's cell in `op.rs`. loom checks
-//! the state's exclusion (`loom_tests.rs`, on `Op`), and a model of a watch racing a
-//! check and a drop on the index itself.
+//! the state's exclusion and its cancel and force races (`loom_tests.rs`, on `Op`); the
+//! index itself is checked by races on threads (`tests/purgatory_races.rs`,
+//! `tests/purgatory.rs`), not yet by loom.
 //!
 //! An operation is its own timer callback (the timer wakes it when its deadline comes),
 //! so watching one allocates the operation, its condition and its keys, and nothing on
@@ -68,8 +69,9 @@ pub use threshold::{ThresholdHandle, ThresholdPurgatory, ThresholdWait};
 use crate::callback::Expiry;
 use crate::driver::clock::deadline_after;
 use crate::driver::sync::{lock, Mutex};
+use crate::error::Error;
 use crate::Timer;
-use op::{Condition, Ended, Forced, Op};
+use op::{Condition, Ended, Ending, Forced, Op};
 use slab::Slab;
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
@@ -83,6 +85,13 @@ use std::sync::{Arc, Weak};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 use tokio::time::Instant;
+
+/// What a purgatory's keys must be: hashable, comparable, and shareable between the
+/// threads that watch, check and expire (an operation keeps its keys, to leave them all
+/// when it ends). Implemented for every type that is.
+pub trait Key: Hash + Eq + Clone + Send + Sync + 'static {}
+
+impl<K: Hash + Eq + Clone + Send + Sync + 'static> Key for K {}
 
 /// An operation in the purgatory, as the key index and its handles see it. It is its
 /// own timer callback: the driver wakes it when its deadline comes.
@@ -108,7 +117,7 @@ impl<K, T> Entry<K, T> {
 
 impl<K, T> Wake for Entry<K, T>
 where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
+    K: Key,
     T: Send + 'static,
 {
     fn wake(self: Arc<Self>) {
@@ -189,7 +198,7 @@ impl<K, T> fmt::Debug for Purgatory<K, T> {
 
 impl<K, T> Default for Purgatory<K, T>
 where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
+    K: Key,
     T: Send + 'static,
 {
     fn default() -> Self {
@@ -251,7 +260,7 @@ impl<D: DelayedOperation> Condition<D::Output> for Delayed<D> {
 
 impl<K, T> Purgatory<K, T>
 where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
+    K: Key,
     T: Send + 'static,
 {
     /// An empty purgatory whose deadlines are kept by the [current timer](Timer::current).
@@ -284,15 +293,34 @@ where
     ///
     /// # Panics
     ///
-    /// If the purgatory's timer has a [`max_pending`](crate::Builder::max_pending) limit
-    /// and is at it: each deadline is a callback on the timer.
+    /// Where [`try_watch`](Self::try_watch) returns an error: each deadline is a
+    /// callback on the timer, which may have a [`max_pending`](crate::Builder::max_pending)
+    /// limit.
     pub fn watch<I, F>(&self, keys: I, timeout: Duration, condition: F) -> Watch<K, T>
     where
         I: IntoIterator<Item = K>,
         F: FnMut() -> Option<T> + Send + 'static,
     {
+        self.try_watch(keys, timeout, condition)
+            .unwrap_or_else(|error| could_not_watch(&error))
+    }
+
+    /// [`watch`](Self::watch), or an error if the purgatory's timer cannot take the
+    /// operation's deadline: it is at its [`max_pending`](crate::Builder::max_pending)
+    /// limit, or shut down. Nothing is watched then (the condition has been tried once,
+    /// and is dropped). A condition that holds at once needs no deadline: `Ok` even then.
+    pub fn try_watch<I, F>(
+        &self,
+        keys: I,
+        timeout: Duration,
+        condition: F,
+    ) -> Result<Watch<K, T>, Error>
+    where
+        I: IntoIterator<Item = K>,
+        F: FnMut() -> Option<T> + Send + 'static,
+    {
         let deadline = deadline_after(self.inner.timer.now(), timeout);
-        self.watch_until(keys, deadline, condition)
+        self.try_watch_until(keys, deadline, condition)
     }
 
     /// [`watch`](Self::watch) with a deadline instead of a timeout.
@@ -305,13 +333,23 @@ where
         I: IntoIterator<Item = K>,
         F: FnMut() -> Option<T> + Send + 'static,
     {
-        let entry = self
-            .inner
-            .watch(keys, deadline, Box::new(Closure(condition)));
-        Watch {
-            entry,
-            inner: self.inner.clone(),
-        }
+        self.try_watch_until(keys, deadline, condition)
+            .unwrap_or_else(|error| could_not_watch(&error))
+    }
+
+    /// [`try_watch`](Self::try_watch) with a deadline instead of a timeout.
+    pub fn try_watch_until<I, F>(
+        &self,
+        keys: I,
+        deadline: Instant,
+        condition: F,
+    ) -> Result<Watch<K, T>, Error>
+    where
+        I: IntoIterator<Item = K>,
+        F: FnMut() -> Option<T> + Send + 'static,
+    {
+        let handle = self.handle(keys, deadline, Box::new(Closure(condition)))?;
+        Ok(Watch { handle })
     }
 
     /// Watches a [`DelayedOperation`] under `keys` until it completes or `timeout` passes,
@@ -331,14 +369,43 @@ where
         I: IntoIterator<Item = K>,
         D: DelayedOperation<Output = T>,
     {
+        self.try_watch_operation(keys, timeout, operation)
+            .unwrap_or_else(|error| could_not_watch(&error))
+    }
+
+    /// [`watch_operation`](Self::watch_operation), or an error as
+    /// [`try_watch`](Self::try_watch) returns one (then neither hook runs, and the
+    /// operation is dropped).
+    pub fn try_watch_operation<I, D>(
+        &self,
+        keys: I,
+        timeout: Duration,
+        operation: D,
+    ) -> Result<OperationHandle<K, T>, Error>
+    where
+        I: IntoIterator<Item = K>,
+        D: DelayedOperation<Output = T>,
+    {
         let deadline = deadline_after(self.inner.timer.now(), timeout);
-        let entry = self
-            .inner
-            .watch(keys, deadline, Box::new(Delayed(operation)));
-        OperationHandle {
+        self.handle(keys, deadline, Box::new(Delayed(operation)))
+    }
+
+    /// The one way in: watches `condition` (not generic, so compiled once per `K`, `T`).
+    fn handle<I>(
+        &self,
+        keys: I,
+        deadline: Instant,
+        condition: Box<dyn Condition<T>>,
+    ) -> Result<OperationHandle<K, T>, Error>
+    where
+        I: IntoIterator<Item = K>,
+    {
+        let keys: Box<[K]> = keys.into_iter().collect();
+        let entry = self.inner.watch(keys, deadline, condition)?;
+        Ok(OperationHandle {
             entry,
             inner: self.inner.clone(),
-        }
+        })
     }
 
     /// Runs the condition of every operation watching `key`, on this thread (Kafka's
@@ -400,13 +467,7 @@ where
         self.inner
             .watching(key)
             .into_iter()
-            .filter(|entry| {
-                let ended = entry.op.cancel().is_some();
-                if ended {
-                    self.inner.finish(entry, Ended::Cancelled);
-                }
-                ended
-            })
+            .filter(|entry| cancel(&self.inner, entry))
             .count()
     }
 
@@ -424,7 +485,7 @@ where
 
 impl<K, T> Inner<K, T>
 where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
+    K: Key,
     T: Send + 'static,
 {
     fn shard_of(&self, key: &K) -> usize {
@@ -440,16 +501,12 @@ where
             .unwrap_or_default()
     }
 
-    fn watch<I>(
+    fn watch(
         self: &Arc<Self>,
-        keys: I,
+        keys: Box<[K]>,
         deadline: Instant,
         condition: Box<dyn Condition<T>>,
-    ) -> Arc<Entry<K, T>>
-    where
-        I: IntoIterator<Item = K>,
-    {
-        let keys: Box<[K]> = keys.into_iter().collect();
+    ) -> Result<Arc<Entry<K, T>>, Error> {
         let entry = Arc::new(Entry {
             inner: Arc::downgrade(self),
             op: Op::new(condition),
@@ -459,7 +516,7 @@ where
         });
         // First try: nobody else knows of the operation yet.
         if entry.op.try_complete().is_some() {
-            return entry;
+            return Ok(entry);
         }
         // From here to the second try this thread is the operation's runner: a check that
         // finds it linked meanwhile asks it to run the condition again, and an expiry only
@@ -468,16 +525,10 @@ where
         // reference of its own: only the runner ends an operation, only its ender unlinks.
         let claimed = entry.op.claim();
         debug_assert!(claimed, "nobody else knows of the operation yet");
-        // The expiry first, so that a timer at its limit panics with nothing linked. A
+        // The expiry first, so that a timer at its limit refuses with nothing linked
+        // (the operation, claimed and never linked, is dropped with the error). A
         // deadline that has passed only flags the operation: this thread runs it.
-        let expiry = self
-            .timer
-            .expire_at(deadline, Waker::from(entry.clone()))
-            .unwrap_or_else(|error| {
-                panic!(
-                    "tickless: a purgatory's deadline could not be scheduled on its timer: {error}"
-                )
-            });
+        let expiry = self.timer.expire_at(deadline, Waker::from(entry.clone()))?;
         *lock(&entry.expiry) = Some(expiry);
         // Counted once per operation, not per link: the counters are shared by every
         // thread that watches and ends operations.
@@ -498,7 +549,7 @@ where
         if let Some(ended) = ended {
             self.finish(&entry, ended);
         }
-        entry
+        Ok(entry)
     }
 
     /// After an operation ended (called once, by whoever ended it, saying how): unlinks
@@ -539,83 +590,99 @@ where
     }
 }
 
-/// A watched operation's future: resolves to its [`Outcome`]. Made by
-/// [`Purgatory::watch`]. Dropping it before it resolves withdraws the operation from every
-/// key and from the timer.
-#[must_use = "dropping it withdraws the operation"]
-pub struct Watch<K, T>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-    T: Send + 'static,
-{
+/// Panics with `error`, for the methods whose `try_` twin returns it.
+#[cold]
+#[track_caller]
+fn could_not_watch(error: &Error) -> ! {
+    panic!("tickless: a purgatory's deadline could not be scheduled on its timer: {error}")
+}
+
+/// A handle to a watched operation: force it, cancel it, ask whether it ended. Made by
+/// [`Purgatory::watch_operation`] for a [`DelayedOperation`]; dropping it leaves the
+/// operation watched. A [`Watch`] (the future of [`Purgatory::watch`]) derefs to one.
+pub struct OperationHandle<K: Key, T: Send + 'static> {
     entry: Arc<Entry<K, T>>,
     inner: Arc<Inner<K, T>>,
 }
 
-impl<K, T> Watch<K, T>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-    T: Send + 'static,
-{
+impl<K: Key, T: Send + 'static> OperationHandle<K, T> {
     /// Completes the operation with `value`, unless it has ended (Kafka's
-    /// `forceComplete`): `Ok` if it completed with this value, else the value back. If its
-    /// condition is running on another thread at that moment, this waits for it to finish,
-    /// and the condition's own value wins if it holds; so do not call this from inside the
-    /// operation's own condition.
+    /// `forceComplete`): `Ok` if it completed with this value (a [`DelayedOperation`]'s
+    /// `on_complete` runs with it), else the value back. If its condition is running on
+    /// another thread at that moment, this waits for it to finish, and the condition's
+    /// own value wins if it holds; so do not call this from inside the operation's own
+    /// condition.
     pub fn force_complete(&self, value: T) -> Result<(), T> {
-        force(&self.inner, &self.entry, value)
+        match self.entry.op.force(value) {
+            Forced::Here => {
+                self.inner.finish(&self.entry, Ended::Completed);
+                Ok(())
+            }
+            Forced::ByRunner => Ok(()),
+            Forced::No(value) => Err(value),
+        }
     }
 
-    /// Withdraws the operation: `true` if this ended it (its outcome is then `Cancelled`).
+    /// Withdraws the operation: `true` if this decided its end. Then its outcome is
+    /// `Cancelled` and neither of a [`DelayedOperation`]'s hooks runs, even if its
+    /// condition is running on another thread right now and then holds (that thread
+    /// finishes ending it, dropping the condition's value). `false` if it had ended, or
+    /// another cancel or a force came first. Never waits, so it may be called from
+    /// anywhere, the operation's own condition included.
     pub fn cancel(&self) -> bool {
         cancel(&self.inner, &self.entry)
     }
 
-    /// Whether the operation has ended.
+    /// Whether the operation has ended. Right after a [`cancel`](Self::cancel) that
+    /// returned `true` this may read `false` for as long as its condition, running on
+    /// another thread, takes to return.
     pub fn is_done(&self) -> bool {
         self.entry.op.is_done()
     }
 }
 
-fn force<K, T>(inner: &Inner<K, T>, entry: &Entry<K, T>, value: T) -> Result<(), T>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-    T: Send + 'static,
-{
-    match entry.op.force(value) {
-        Forced::Here => {
-            inner.finish(entry, Ended::Completed);
-            Ok(())
-        }
-        Forced::ByRunner => Ok(()),
-        Forced::No(value) => Err(value),
-    }
-}
-
-fn cancel<K, T>(inner: &Inner<K, T>, entry: &Entry<K, T>) -> bool
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-    T: Send + 'static,
-{
-    let ended = entry.op.cancel().is_some();
-    if ended {
+fn cancel<K: Key, T: Send + 'static>(inner: &Inner<K, T>, entry: &Entry<K, T>) -> bool {
+    let ending = entry.op.cancel();
+    if ending == Ending::Here {
         inner.finish(entry, Ended::Cancelled);
     }
-    ended
+    ending.decided()
 }
 
-impl<K, T> Future for Watch<K, T>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-    T: Send + 'static,
-{
+impl<K: Key, T: Send + 'static> fmt::Debug for OperationHandle<K, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OperationHandle")
+            .field("done", &self.is_done())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A watched operation's future: resolves to its [`Outcome`]. Made by
+/// [`Purgatory::watch`]. Dropping it before it resolves withdraws the operation from every
+/// key and from the timer. It derefs to its [`OperationHandle`], for
+/// [`force_complete`](OperationHandle::force_complete),
+/// [`cancel`](OperationHandle::cancel) and [`is_done`](OperationHandle::is_done).
+#[must_use = "dropping it withdraws the operation"]
+pub struct Watch<K: Key, T: Send + 'static> {
+    handle: OperationHandle<K, T>,
+}
+
+impl<K: Key, T: Send + 'static> std::ops::Deref for Watch<K, T> {
+    type Target = OperationHandle<K, T>;
+
+    fn deref(&self) -> &OperationHandle<K, T> {
+        &self.handle
+    }
+}
+
+impl<K: Key, T: Send + 'static> Future for Watch<K, T> {
     type Output = Outcome<T>;
 
     /// # Panics
     ///
     /// If polled again after it resolved.
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Outcome<T>> {
-        match self.entry.op.poll(cx.waker()) {
+        match self.handle.entry.op.poll(cx.waker()) {
             Poll::Ready(Some(outcome)) => Poll::Ready(outcome),
             Poll::Ready(None) => panic!("a purgatory Watch polled after it resolved"),
             Poll::Pending => Poll::Pending,
@@ -623,69 +690,17 @@ where
     }
 }
 
-impl<K, T> Drop for Watch<K, T>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-    T: Send + 'static,
-{
+impl<K: Key, T: Send + 'static> Drop for Watch<K, T> {
     fn drop(&mut self) {
-        if !self.entry.op.is_done() {
-            cancel(&self.inner, &self.entry);
+        if !self.is_done() {
+            self.cancel();
         }
     }
 }
 
-impl<K, T> fmt::Debug for Watch<K, T>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-    T: Send + 'static,
-{
+impl<K: Key, T: Send + 'static> fmt::Debug for Watch<K, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Watch")
-            .field("done", &self.is_done())
-            .finish_non_exhaustive()
-    }
-}
-
-/// A handle to a [`DelayedOperation`] in a purgatory. Dropping it leaves the operation
-/// watched.
-pub struct OperationHandle<K, T>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-    T: Send + 'static,
-{
-    entry: Arc<Entry<K, T>>,
-    inner: Arc<Inner<K, T>>,
-}
-
-impl<K, T> OperationHandle<K, T>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-    T: Send + 'static,
-{
-    /// As [`Watch::force_complete`]: `on_complete` runs with `value` if this completed it.
-    pub fn force_complete(&self, value: T) -> Result<(), T> {
-        force(&self.inner, &self.entry, value)
-    }
-
-    /// Withdraws the operation: `true` if this ended it (then neither hook runs).
-    pub fn cancel(&self) -> bool {
-        cancel(&self.inner, &self.entry)
-    }
-
-    /// Whether the operation has ended.
-    pub fn is_done(&self) -> bool {
-        self.entry.op.is_done()
-    }
-}
-
-impl<K, T> fmt::Debug for OperationHandle<K, T>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-    T: Send + 'static,
-{
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("OperationHandle")
             .field("done", &self.is_done())
             .finish_non_exhaustive()
     }

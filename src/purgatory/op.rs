@@ -11,12 +11,15 @@
 //! | --- | --- | --- |
 //! | waiting | a check | running (this thread runs the condition, with no lock held) |
 //! | running | a check | running + recheck (the runner runs the condition again) |
-//! | running | the condition holds | ended: completed |
-//! | running | the condition does not hold | ended: forced / expired / cancelled if flagged; else again if recheck; else waiting |
-//! | waiting | expiry, cancel | ended: expired, cancelled |
-//! | running | expiry, cancel | running + flag (the runner ends it, unless the condition holds) |
+//! | running | the condition holds | ended: cancelled if flagged so; else completed |
+//! | running | the condition does not hold | ended: cancelled / forced / expired if flagged (in that order); else again if recheck; else waiting |
+//! | waiting | expiry, cancel | ended: expired, cancelled (the cancel reports `true`) |
+//! | running | expiry | running + expire (the runner ends it expired, unless the condition holds) |
+//! | running | cancel, with no cancel or force flagged | running + cancel: the cancel reports `true` now, and the runner ends it cancelled, whatever the condition says |
+//! | running | cancel, with a cancel or force flagged | nothing: the cancel reports `false` |
 //! | waiting | force | ended: completed with the forced value |
-//! | running | force | running + flag, the value parked (the condition's own value wins if it holds) |
+//! | running | force, with no cancel flagged | running + force, the value parked; the forcer waits for the runner (the condition's own value wins if it holds) |
+//! | running | force, with a cancel flagged | nothing: the value is handed back |
 //! | ended | anything | nothing |
 //!
 //! So the condition never runs on two threads at once, a check that finds it running is
@@ -24,6 +27,16 @@
 //! by one compare-and-swap: the loser observes nothing. Whoever ends the operation gets
 //! [`Ended`] back and does what ending means (unlinking it from its keys, cancelling its
 //! expiry): exactly once.
+//!
+//! Whoever is *told* how it ended is told exactly once too: a cancel that reports `true`
+//! (it ended cancelled, and no hook ran), or the condition's `finish` with the outcome. A
+//! cancel never waits: landing while the condition runs, it is the cancel's flag, set by
+//! one compare-and-swap, that decides, so the runner ends the operation cancelled even if
+//! the condition then holds (its value is dropped). That is what makes a cancel from any
+//! thread, a condition's own included, report the truth without waiting for user code. A
+//! force does wait for the runner (it reports whether its value was used, and the
+//! condition's own value wins), so a force must not be made from inside the operation's
+//! own condition.
 //!
 //! The state is also the condition's lock: the thread that moved it to running, or from
 //! waiting to ended, owns the condition until it moves the state on, and no other thread
@@ -106,6 +119,24 @@ pub(super) enum Forced<T> {
     ByRunner,
     /// It had ended, or its condition held first: the value is handed back.
     No(T),
+}
+
+/// What [`Op::cancel`] (and an expiry) did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Ending {
+    /// This call ended it: the caller now unlinks it, once.
+    Here,
+    /// Its condition is running: the runner ends it so (and unlinks it).
+    ByRunner,
+    /// It had ended, or (for a cancel) another cancel or a force came first.
+    No,
+}
+
+impl Ending {
+    /// Whether this call decided the operation's end: what a cancel reports.
+    pub(super) fn decided(self) -> bool {
+        self != Ending::No
+    }
 }
 
 /// How this call ended the operation (the caller now unlinks it, once).
@@ -212,13 +243,20 @@ impl<T: Send> Op<T> {
             // condition.
             let held = unsafe { self.check_cond() };
             if let Some(value) = held {
-                // The condition's own value wins over anything that arrived meanwhile. A
-                // read-modify-write, like every other change of the state, so that the
+                // A read-modify-write, like every other change of the state, so that the
                 // flags set by racing threads are ordered before or after it, never lost
                 // over it (a plain store is not ordered against their compare-and-swaps).
-                self.state.swap(DONE, Ordering::AcqRel);
+                let flags = self.state.swap(DONE, Ordering::AcqRel);
                 // SAFETY: this thread moved the state from running to ended.
                 let cond = unsafe { self.take_cond() };
+                if flags & CANCEL != 0 {
+                    // A cancel landed while the condition ran, and was told it won.
+                    drop(value);
+                    self.end(cond, Outcome::Cancelled);
+                    return Some(Ended::Cancelled);
+                }
+                // Otherwise the condition's own value wins over anything that arrived
+                // meanwhile (a parked forced value goes back to its forcer).
                 self.end(cond, Outcome::Completed(value));
                 return Some(Ended::Completed);
             }
@@ -254,13 +292,13 @@ impl<T: Send> Op<T> {
                 _ => {
                     // SAFETY: this thread moved the state from running to ended.
                     let cond = unsafe { self.take_cond() };
-                    let (outcome, ended) = if state & FORCE != 0 {
+                    let (outcome, ended) = if state & CANCEL != 0 {
+                        (Outcome::Cancelled, Ended::Cancelled)
+                    } else if state & FORCE != 0 {
                         let value = parked.expect("parked with the flag");
                         (Outcome::Completed(value), Ended::Completed)
-                    } else if state & EXPIRE != 0 {
-                        (Outcome::Expired, Ended::Expired)
                     } else {
-                        (Outcome::Cancelled, Ended::Cancelled)
+                        (Outcome::Expired, Ended::Expired)
                     };
                     self.end(cond, outcome);
                     return Some(ended);
@@ -299,16 +337,17 @@ impl<T: Send> Op<T> {
     }
 
     /// The deadline came: `Some` if this call ended it (else it had ended, or its runner
-    /// will, seeing the flag).
+    /// will, seeing the flag, unless the condition holds or a cancel came first).
     pub(super) fn expire(&self) -> Option<Ended> {
-        self.end_unless_running(EXPIRE, Outcome::Expired)
-            .then_some(Ended::Expired)
+        (self.end_or_flag(EXPIRE, 0, Outcome::Expired) == Ending::Here).then_some(Ended::Expired)
     }
 
-    /// Withdraws it: `Some` if this call ended it.
-    pub(super) fn cancel(&self) -> Option<Ended> {
-        self.end_unless_running(CANCEL, Outcome::Cancelled)
-            .then_some(Ended::Cancelled)
+    /// Withdraws it, unless it has ended, or another cancel or a force came first. If its
+    /// condition is running, the runner ends it cancelled whatever the condition says
+    /// ([`Ending::ByRunner`]): this never waits, so it may be called from anywhere,
+    /// the operation's own condition included.
+    pub(super) fn cancel(&self) -> Ending {
+        self.end_or_flag(CANCEL, CANCEL | FORCE, Outcome::Cancelled)
     }
 
     /// Completes it with `value` unless it has ended. If its condition is running, the
@@ -321,6 +360,10 @@ impl<T: Send> Op<T> {
         loop {
             match state & PHASE {
                 DONE => return Forced::No(value.take().expect("still ours")),
+                // A cancel was told it won: the runner ends it cancelled.
+                RUNNING if state & CANCEL != 0 => {
+                    return Forced::No(value.take().expect("still ours"))
+                }
                 RUNNING if state & FORCE == 0 => {
                     // Parked and flagged under the slot's lock, so that of two forces
                     // racing here one parks and the other waits: neither overwrites the
@@ -387,28 +430,30 @@ impl<T: Send> Op<T> {
         }
     }
 
-    /// Ends a waiting operation with `outcome`, or flags a running one; `true` if ended
-    /// here.
-    fn end_unless_running(&self, flag: u32, outcome: Outcome<T>) -> bool {
+    /// Ends a waiting operation with `outcome` ([`Ending::Here`]), or flags a running
+    /// one with `flag` unless one of `refused` is set already ([`Ending::ByRunner`]).
+    fn end_or_flag(&self, flag: u32, refused: u32, outcome: Outcome<T>) -> Ending {
         let mut state = self.state.load(Ordering::Acquire);
         loop {
-            let (next, ends) = match state & PHASE {
-                DONE => return false,
-                RUNNING => (state | flag, false),
-                _ => (DONE, true),
+            let (next, done) = match state & PHASE {
+                DONE => return Ending::No,
+                RUNNING if state & refused != 0 => return Ending::No,
+                RUNNING => (state | flag, Ending::ByRunner),
+                _ => (DONE, Ending::Here),
             };
             match self
                 .state
                 .compare_exchange_weak(state, next, Ordering::AcqRel, Ordering::Acquire)
             {
-                Ok(_) if ends => {
-                    // SAFETY: this thread moved the state from waiting to ended.
-                    #[allow(unsafe_code)]
-                    let cond = unsafe { self.take_cond() };
-                    self.end(cond, outcome);
-                    return true;
+                Ok(_) => {
+                    if done == Ending::Here {
+                        // SAFETY: this thread moved the state from waiting to ended.
+                        #[allow(unsafe_code)]
+                        let cond = unsafe { self.take_cond() };
+                        self.end(cond, outcome);
+                    }
+                    return done;
                 }
-                Ok(_) => return false,
                 Err(now) => state = now,
             }
         }

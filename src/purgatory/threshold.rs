@@ -4,16 +4,17 @@
 //!
 //! See [`ThresholdPurgatory`].
 
-use super::Outcome;
+use super::{Key, Outcome};
 use crate::callback::Expiry;
 use crate::driver::clock::deadline_after;
 use crate::driver::sync::{lock, AtomicU8, Mutex, Ordering};
+use crate::error::Error;
 use crate::Timer;
 use std::collections::hash_map::RandomState;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::future::Future;
-use std::hash::{BuildHasher, Hash};
+use std::hash::BuildHasher;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicUsize};
@@ -28,14 +29,14 @@ const DONE: u8 = 1;
 type Listed<K> = Arc<Waiter<K, dyn Then>>;
 
 /// A key's value and its waiters, by `(threshold, sequence)`.
-struct Key<K> {
+struct KeyState<K> {
     value: u64,
     waiters: BTreeMap<(u64, u64), Listed<K>>,
 }
 
-impl<K> Default for Key<K> {
+impl<K> Default for KeyState<K> {
     fn default() -> Self {
-        Key {
+        KeyState {
             value: 0,
             waiters: BTreeMap::new(),
         }
@@ -46,6 +47,11 @@ impl<K> Default for Key<K> {
 trait Then: Send + Sync {
     /// Hands the outcome over (once), running no user code under a lock.
     fn deliver(&self, outcome: Outcome<u64>);
+
+    /// Where a future finds the outcome: `None` for a callback.
+    fn slot(&self) -> Option<&Mutex<Slot>> {
+        None
+    }
 }
 
 /// To a [`ThresholdWait`].
@@ -59,6 +65,10 @@ struct Slot {
 }
 
 impl Then for ToFuture {
+    fn slot(&self) -> Option<&Mutex<Slot>> {
+        Some(&self.0)
+    }
+
     fn deliver(&self, outcome: Outcome<u64>) {
         let waker = {
             let mut slot = lock(&self.0);
@@ -111,7 +121,7 @@ impl<K, D: ?Sized> Waiter<K, D> {
 
 impl<K, D> Wake for Waiter<K, D>
 where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
+    K: Key,
     D: Then + 'static,
 {
     fn wake(self: Arc<Self>) {
@@ -139,7 +149,7 @@ where
 }
 
 /// One shard of the keys.
-type Shard<K> = Mutex<HashMap<K, Key<K>>>;
+type Shard<K> = Mutex<HashMap<K, KeyState<K>>>;
 
 struct Inner<K> {
     timer: Timer,
@@ -196,7 +206,7 @@ impl<K> fmt::Debug for ThresholdPurgatory<K> {
 
 impl<K> Default for ThresholdPurgatory<K>
 where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
+    K: Key,
 {
     fn default() -> Self {
         ThresholdPurgatory::new()
@@ -205,7 +215,7 @@ where
 
 impl<K> ThresholdPurgatory<K>
 where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
+    K: Key,
 {
     /// An empty purgatory whose deadlines are kept by the [current timer](Timer::current).
     pub fn new() -> Self {
@@ -232,18 +242,34 @@ where
     ///
     /// # Panics
     ///
-    /// If the purgatory's timer has a [`max_pending`](crate::Builder::max_pending) limit
-    /// and is at it: each deadline is a callback on the timer.
+    /// Where [`try_wait`](Self::try_wait) returns an error: each deadline is a callback
+    /// on the timer, which may have a [`max_pending`](crate::Builder::max_pending) limit.
     pub fn wait(&self, key: K, threshold: u64, timeout: Duration) -> ThresholdWait<K> {
+        self.try_wait(key, threshold, timeout)
+            .unwrap_or_else(|error| could_not_wait(&error))
+    }
+
+    /// [`wait`](Self::wait), or an error if the purgatory's timer cannot take the wait's
+    /// deadline: it is at its [`max_pending`](crate::Builder::max_pending) limit, or shut
+    /// down. A threshold already reached needs no deadline: `Ok` even then.
+    pub fn try_wait(
+        &self,
+        key: K,
+        threshold: u64,
+        timeout: Duration,
+    ) -> Result<ThresholdWait<K>, Error> {
         let slot = ToFuture(Mutex::new(Slot {
             ended: false,
             outcome: None,
             waker: None,
         }));
-        ThresholdWait {
-            waiter: self.inner.wait(key, threshold, timeout, slot),
-            inner: self.inner.clone(),
-        }
+        let waiter = self.inner.wait(key, threshold, timeout, slot)?;
+        Ok(ThresholdWait {
+            handle: ThresholdHandle {
+                waiter,
+                inner: self.inner.clone(),
+            },
+        })
     }
 
     /// As [`wait`](Self::wait), but `then` is called with the outcome (Kafka's callback
@@ -263,11 +289,27 @@ where
     where
         F: FnOnce(Outcome<u64>) + Send + 'static,
     {
+        self.try_wait_then(key, threshold, timeout, then)
+            .unwrap_or_else(|error| could_not_wait(&error))
+    }
+
+    /// [`wait_then`](Self::wait_then), or an error as [`try_wait`](Self::try_wait)
+    /// returns one (then `then` is dropped uncalled).
+    pub fn try_wait_then<F>(
+        &self,
+        key: K,
+        threshold: u64,
+        timeout: Duration,
+        then: F,
+    ) -> Result<ThresholdHandle<K>, Error>
+    where
+        F: FnOnce(Outcome<u64>) + Send + 'static,
+    {
         let callback = ToCallback(Mutex::new(Some(then)));
-        ThresholdHandle {
-            waiter: self.inner.wait(key, threshold, timeout, callback),
+        Ok(ThresholdHandle {
+            waiter: self.inner.wait(key, threshold, timeout, callback)?,
             inner: self.inner.clone(),
-        }
+        })
     }
 
     /// Raises `key`'s value to `value` (a lower one changes nothing) and completes exactly
@@ -314,7 +356,7 @@ where
 
 impl<K> Inner<K>
 where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
+    K: Key,
 {
     fn shard_of(&self, key: &K) -> usize {
         (self.hasher.hash_one(key) % self.shards.len() as u64) as usize
@@ -326,7 +368,7 @@ where
         threshold: u64,
         timeout: Duration,
         then: D,
-    ) -> Arc<Waiter<K, D>> {
+    ) -> Result<Listed<K>, Error> {
         let order = (threshold, self.sequence.fetch_add(1, Ordering::Relaxed));
         let waiter = Arc::new(Waiter {
             inner: Arc::downgrade(self),
@@ -342,6 +384,10 @@ where
             if state.value >= threshold {
                 Some(state.value)
             } else {
+                // Counted before it is listed (an advance on another thread may end it
+                // as soon as it is), so that `waiting` never counts an end before its
+                // start: never below zero, never above what was made.
+                self.waiting.fetch_add(1, Ordering::AcqRel);
                 state.waiters.insert(order, waiter.clone());
                 None
             }
@@ -350,16 +396,35 @@ where
             // Already there: ended at once, never watched.
             waiter.state.store(DONE, Ordering::Release);
             waiter.then.deliver(Outcome::Completed(value));
-            return waiter;
+            return Ok(waiter);
         }
-        self.waiting.fetch_add(1, Ordering::AcqRel);
         let deadline = deadline_after(self.timer.now(), timeout);
-        let expiry = self
-            .timer
-            .expire_at(deadline, Waker::from(waiter.clone()))
-            .unwrap_or_else(|error| {
-                panic!("tickless: a threshold wait's deadline could not be scheduled on its timer: {error}")
-            });
+        let expiry = match self.timer.expire_at(deadline, Waker::from(waiter.clone())) {
+            Ok(expiry) => expiry,
+            Err(error) => {
+                // Never handed out: withdrawn as if it had not been made (its `then` is
+                // dropped uncalled).
+                let listed = {
+                    let mut shard = lock(&self.shards[self.shard_of(&waiter.key)]);
+                    shard
+                        .get_mut(&waiter.key)
+                        .and_then(|state| state.waiters.remove(&waiter.order))
+                };
+                if waiter
+                    .state
+                    .compare_exchange(WAITING, DONE, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok()
+                {
+                    self.waiting.fetch_sub(1, Ordering::AcqRel);
+                    drop(listed);
+                    return Err(error);
+                }
+                // An advance reached it meanwhile: it has its outcome, and needs no
+                // deadline.
+                drop(listed);
+                return Ok(waiter);
+            }
+        };
         *lock(&waiter.expiry) = Some(expiry);
         if waiter.is_done() {
             // Reached before its expiry was stored: whoever ended it found none to cancel.
@@ -367,7 +432,7 @@ where
                 self.timer.cancel_expiry(expiry, waiter.data());
             }
         }
-        waiter
+        Ok(waiter)
     }
 
     /// Ends `waiter` with `outcome` if it has not ended: `true` if this call did. `listed`
@@ -400,38 +465,66 @@ where
     }
 }
 
-/// A threshold wait's future: resolves to `Completed(value)`, `Expired` or `Cancelled`.
-/// Made by [`ThresholdPurgatory::wait`]; dropping it before it resolves withdraws the wait.
-#[must_use = "dropping it withdraws the wait"]
-pub struct ThresholdWait<K>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-{
-    waiter: Arc<Waiter<K, ToFuture>>,
+/// Panics with `error`, for the methods whose `try_` twin returns it.
+#[cold]
+fn could_not_wait(error: &Error) -> ! {
+    panic!("tickless: a threshold wait's deadline could not be scheduled on its timer: {error}")
+}
+
+/// A handle to a threshold wait: cancel it, ask whether it ended. Made by
+/// [`ThresholdPurgatory::wait_then`]; dropping it leaves the wait in place. A
+/// [`ThresholdWait`] (the future of [`ThresholdPurgatory::wait`]) derefs to one.
+pub struct ThresholdHandle<K: Key> {
+    waiter: Listed<K>,
     inner: Arc<Inner<K>>,
 }
 
-impl<K> ThresholdWait<K>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-{
-    /// Withdraws the wait: `true` if this ended it.
+impl<K: Key> ThresholdHandle<K> {
+    /// Withdraws the wait: `true` if this ended it (its outcome is then `Cancelled`).
     pub fn cancel(&self) -> bool {
         self.inner.end(&*self.waiter, Outcome::Cancelled, true)
     }
+
+    /// Whether the wait has ended.
+    pub fn is_done(&self) -> bool {
+        self.waiter.is_done()
+    }
 }
 
-impl<K> Future for ThresholdWait<K>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-{
+impl<K: Key> fmt::Debug for ThresholdHandle<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ThresholdHandle")
+            .field("threshold", &self.waiter.order.0)
+            .field("done", &self.is_done())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A threshold wait's future: resolves to `Completed(value)`, `Expired` or `Cancelled`.
+/// Made by [`ThresholdPurgatory::wait`]; dropping it before it resolves withdraws the wait.
+/// It derefs to its [`ThresholdHandle`], for [`cancel`](ThresholdHandle::cancel) and
+/// [`is_done`](ThresholdHandle::is_done).
+#[must_use = "dropping it withdraws the wait"]
+pub struct ThresholdWait<K: Key> {
+    handle: ThresholdHandle<K>,
+}
+
+impl<K: Key> std::ops::Deref for ThresholdWait<K> {
+    type Target = ThresholdHandle<K>;
+
+    fn deref(&self) -> &ThresholdHandle<K> {
+        &self.handle
+    }
+}
+
+impl<K: Key> Future for ThresholdWait<K> {
     type Output = Outcome<u64>;
 
     /// # Panics
     ///
     /// If polled again after it resolved.
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Outcome<u64>> {
-        let mut slot = lock(&self.waiter.then.0);
+        let mut slot = lock(self.handle.waiter.then.slot().expect("a future's wait"));
         if slot.ended {
             let outcome = slot.outcome.take();
             return Poll::Ready(outcome.expect("a threshold wait polled after it resolved"));
@@ -447,59 +540,17 @@ where
     }
 }
 
-impl<K> Drop for ThresholdWait<K>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-{
+impl<K: Key> Drop for ThresholdWait<K> {
     fn drop(&mut self) {
-        if !self.waiter.is_done() {
-            self.inner.end(&*self.waiter, Outcome::Cancelled, true);
+        if !self.is_done() {
+            self.cancel();
         }
     }
 }
 
-impl<K> fmt::Debug for ThresholdWait<K>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-{
+impl<K: Key> fmt::Debug for ThresholdWait<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ThresholdWait")
-            .field("threshold", &self.waiter.order.0)
-            .finish_non_exhaustive()
-    }
-}
-
-/// A handle to a threshold wait made with [`ThresholdPurgatory::wait_then`]. Dropping it
-/// leaves the wait in place.
-pub struct ThresholdHandle<K>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-{
-    waiter: Listed<K>,
-    inner: Arc<Inner<K>>,
-}
-
-impl<K> ThresholdHandle<K>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-{
-    /// Withdraws the wait: `true` if this ended it (its callback then gets `Cancelled`).
-    pub fn cancel(&self) -> bool {
-        self.inner.end(&*self.waiter, Outcome::Cancelled, true)
-    }
-
-    /// Whether the wait has ended.
-    pub fn is_done(&self) -> bool {
-        self.waiter.is_done()
-    }
-}
-
-impl<K> fmt::Debug for ThresholdHandle<K>
-where
-    K: Hash + Eq + Clone + Send + Sync + 'static,
-{
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ThresholdHandle")
             .field("threshold", &self.waiter.order.0)
             .field("done", &self.is_done())
             .finish_non_exhaustive()

@@ -18,6 +18,25 @@ use tickless::Timer;
 
 pub const MS: Duration = Duration::from_millis(1);
 
+/// A deterministic generator (splitmix64): one per thread, seeded by the test.
+#[derive(Clone, Debug)]
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform enough in `[0, n)`, for `n > 0`.
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
 /// A timer on a manual clock: time moves only by `Timer::advance`.
 pub fn manual() -> Timer {
     Timer::builder().manual_clock().build().unwrap()
