@@ -166,26 +166,30 @@ fn pending_is_exact_and_max_pending_is_a_limit() {
 }
 
 #[test]
-fn error_constructors_and_predicates_match_tokios() {
-    let errors = [
-        tickless::error::Error::shutdown(),
-        tickless::error::Error::at_capacity(),
-        tickless::error::Error::invalid(),
+fn error_constructors_and_predicates_mean_what_tokios_do() {
+    use tokio::time::error::Error as Tokio;
+    let pairs = [
+        (tickless::error::Error::shutdown(), Tokio::shutdown()),
+        (tickless::error::Error::at_capacity(), Tokio::at_capacity()),
+        (tickless::error::Error::invalid(), Tokio::invalid()),
     ];
-    let predicates: Vec<_> = errors
-        .iter()
-        .map(|e| (e.is_shutdown(), e.is_at_capacity(), e.is_invalid()))
-        .collect();
-    assert_eq!(
-        predicates,
-        [
-            (true, false, false),
-            (false, true, false),
-            (false, false, true)
-        ]
-    );
-    assert_eq!(errors[0].to_string(), "timer is shut down");
-    assert_eq!(errors[1].to_string(), "timer is at capacity");
+    for (ours, tokios) in &pairs {
+        assert_eq!(
+            (ours.is_shutdown(), ours.is_at_capacity(), ours.is_invalid()),
+            (
+                tokios.is_shutdown(),
+                tokios.is_at_capacity(),
+                tokios.is_invalid()
+            ),
+            "{ours} vs tokio's {tokios}"
+        );
+        // The wording is ours (it says what tickless knows, e.g. which limit), in
+        // tokio's style: lowercase, no trailing period.
+        let text = ours.to_string();
+        assert!(text.starts_with(char::is_lowercase) && !text.ends_with('.'));
+    }
+    assert_eq!(pairs[0].0.to_string(), "timer is shut down");
+    assert_eq!(pairs[1].0.to_string(), "timer is at capacity");
 }
 
 #[test]
@@ -383,7 +387,9 @@ fn cancels_racing_the_driver_on_a_multi_thread_runtime_are_exactly_once() {
         let handles: Vec<_> = (0..N)
             .map(|i| {
                 let ran = ran.clone();
-                let delay = Duration::from_micros((i % 40) as u64 * 50);
+                // From now to 20 ms: the cancels below start once the first have run,
+                // and race the driver through the rest.
+                let delay = Duration::from_micros((i % 400) as u64 * 50);
                 timer
                     .schedule(delay, move || {
                         ran[i].fetch_add(1, Ordering::SeqCst);
@@ -391,8 +397,14 @@ fn cancels_racing_the_driver_on_a_multi_thread_runtime_are_exactly_once() {
                     .unwrap()
             })
             .collect();
-        // Cancel every other one from two tasks while the driver fires them.
+        // Cancel them all from two tasks (each one half) while the driver fires them,
+        // starting once some have run, so that both outcomes happen.
         let handles = Arc::new(handles);
+        let some_ran = Instant::now();
+        while ran.iter().all(|n| n.load(Ordering::SeqCst) == 0) {
+            assert!(some_ran.elapsed() < Duration::from_secs(10), "nothing ran");
+            tokio::task::yield_now().await;
+        }
         let cancelled: Vec<_> = (0..2)
             .map(|half| {
                 let handles = handles.clone();
@@ -416,7 +428,20 @@ fn cancels_racing_the_driver_on_a_multi_thread_runtime_are_exactly_once() {
                 was_cancelled[i] = true;
             }
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        // Every one ran or was cancelled: wait for the driver, with a generous limit.
+        let all_ended = Instant::now();
+        while timer.pending() > 0 {
+            assert!(
+                all_ended.elapsed() < Duration::from_secs(10),
+                "still pending"
+            );
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let won = was_cancelled.iter().filter(|&&c| c).count();
+        assert!(
+            won > 0 && won < N,
+            "both outcomes happen: {won} of {N} cancels won"
+        );
         for i in 0..N {
             let runs = ran[i].load(Ordering::SeqCst);
             assert_eq!(runs + usize::from(was_cancelled[i]), 1, "callback {i}");

@@ -184,25 +184,68 @@ fn delta() -> impl Strategy<Value = u64> {
     ]
 }
 
+/// How far the clock moves: far (2^40 ticks builds and crosses deep levels), but never
+/// to the end of time, after which every insert would be due at once and the rest of
+/// the case would test nothing. The top of `u64` is reached by cases that start near it.
+fn advance() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        4 => 0..8_u64,
+        4 => 0..300_u64,
+        2 => 0..100_000_u64,
+        1 => 0..(1_u64 << 40),
+    ]
+}
+
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         6 => delta().prop_map(Op::Insert),
         2 => any::<usize>().prop_map(Op::Cancel),
         1 => (any::<usize>(), delta()).prop_map(|(n, d)| Op::Reset(n, d)),
-        3 => delta().prop_map(Op::Advance),
+        3 => advance().prop_map(Op::Advance),
         2 => Just(Op::AdvanceToNext),
         1 => Just(Op::Compact),
     ]
 }
 
+/// Where a case's clock starts: at 0, anywhere, or close enough to the top of `u64` that
+/// its advances reach it.
+fn start() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        4 => Just(0_u64),
+        1 => any::<u64>(),
+        1 => (0..(1_u64 << 44)).prop_map(|back| u64::MAX - back),
+    ]
+}
+
+/// What a case reached, so that a test can check the generator still tests something.
+#[derive(Debug, Default)]
+struct Reached {
+    /// The most levels the wheel had.
+    levels: usize,
+    /// Entries fired (or demoted) while the wheel had 5 levels or more.
+    deep_moves: u64,
+    /// Ops run after the clock reached `u64::MAX` (where nothing can be pending).
+    ops_at_the_end_of_time: usize,
+}
+
 /// Runs `ops` on a wheel and on a `BTreeMap` of deadlines and compares them at every step.
-fn check_against_oracle(wheel_size: usize, ops: &[Op]) {
+fn check_against_oracle(wheel_size: usize, start: u64, ops: &[Op]) -> Reached {
     let mut wheel = Wheel::new(wheel_size);
+    let mut reached = Reached::default();
     // key -> deadline of every entry not yet fired.
     let mut pending: BTreeMap<usize, u64> = BTreeMap::new();
     let mut fired: BTreeSet<usize> = BTreeSet::new();
-    let mut now = 0_u64;
+    let mut now = start;
+    wheel.advance(now);
     for op in ops {
+        if now == u64::MAX {
+            reached.ops_at_the_end_of_time += 1;
+        }
+        let moved = |wheel: &Wheel<u64>| {
+            let counters = wheel.counters();
+            counters.entries_fired + counters.entries_demoted
+        };
+        let moved_before = moved(&wheel);
         match *op {
             Op::Insert(delta) => {
                 let deadline = now.saturating_add(delta);
@@ -257,8 +300,23 @@ fn check_against_oracle(wheel_size: usize, ops: &[Op]) {
                 assert_eq!(next.is_some(), earliest.is_some());
                 if let (Some(next), Some(earliest)) = (next, earliest) {
                     assert!(next <= earliest, "next {next} after earliest {earliest}");
+                    assert!(next > now, "a due bucket left unflushed at {now}");
+                    // No empty wakeups: the next expiration is exactly the earliest
+                    // non-empty bucket's. A tick before it, nothing moves; at it, an
+                    // entry fires or moves down a level.
+                    let before = (wheel.counters().buckets_flushed, moved(&wheel));
+                    wheel.advance(next - 1);
+                    assert_eq!(
+                        (wheel.counters().buckets_flushed, moved(&wheel)),
+                        before,
+                        "a bucket flushed before the next expiration {next}"
+                    );
                     now = next;
                     wheel.advance(now);
+                    assert!(
+                        moved(&wheel) > before.1,
+                        "woken at {next} for an empty bucket"
+                    );
                 }
             }
         }
@@ -296,11 +354,16 @@ fn check_against_oracle(wheel_size: usize, ops: &[Op]) {
             None => assert!(ready.is_empty() && pending.is_empty()),
         }
         wheel.check_invariants();
+        reached.levels = reached.levels.max(wheel.levels());
+        if wheel.levels() >= 5 {
+            reached.deep_moves += moved(&wheel) - moved_before;
+        }
         // Hand out the ready list now and then, as the driver does.
         if now % 3 == 0 {
             drain_ready(&mut wheel);
         }
     }
+    reached
 }
 
 fn cases() -> u32 {
@@ -315,32 +378,52 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(cases()))]
 
     #[test]
-    fn size_2_matches_oracle(ops in proptest::collection::vec(op(), 1..120)) {
-        check_against_oracle(2, &ops);
+    fn size_2_matches_oracle(start in start(), ops in proptest::collection::vec(op(), 1..120)) {
+        check_against_oracle(2, start, &ops);
     }
 
     #[test]
-    fn size_4_matches_oracle(ops in proptest::collection::vec(op(), 1..120)) {
-        check_against_oracle(4, &ops);
+    fn size_4_matches_oracle(start in start(), ops in proptest::collection::vec(op(), 1..120)) {
+        check_against_oracle(4, start, &ops);
     }
 
     #[test]
-    fn size_64_matches_oracle(ops in proptest::collection::vec(op(), 1..120)) {
-        check_against_oracle(64, &ops);
+    fn size_64_matches_oracle(start in start(), ops in proptest::collection::vec(op(), 1..120)) {
+        check_against_oracle(64, start, &ops);
     }
 }
 
-/// The generator does reach deep levels: deadlines 2^40 ticks ahead on a wheel of 4 need
-/// 20+ levels, and on a wheel of 64, 7.
+/// The generator keeps testing: drawn the way the property tests draw them, most cases
+/// build 5+ levels and fire or demote entries there, and almost none spend ops at the end
+/// of time (where every insert is due at once).
 #[test]
-fn far_deadlines_build_five_or_more_levels() {
+fn the_generator_reaches_deep_levels_and_rarely_the_end_of_time() {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::TestRunner;
+    const CASES: usize = 400;
+    let mut runner = TestRunner::deterministic();
+    let cases = (start(), proptest::collection::vec(op(), 1..120));
     for size in [2, 4, 64] {
-        let mut wheel = Wheel::new(size);
-        wheel.insert(1 << 39, 0);
+        let (mut deep, mut deep_moves, mut wasted, mut ops) = (0, 0, 0, 0);
+        for _ in 0..CASES {
+            let (start, case) = cases.new_tree(&mut runner).unwrap().current();
+            let reached = check_against_oracle(size, start, &case);
+            deep += usize::from(reached.levels >= 5);
+            deep_moves += usize::from(reached.deep_moves > 0);
+            wasted += reached.ops_at_the_end_of_time;
+            ops += case.len();
+        }
         assert!(
-            wheel.levels() >= 5,
-            "size {size}: {} levels",
-            wheel.levels()
+            deep * 2 > CASES,
+            "size {size}: {deep} of {CASES} cases had 5+ levels"
+        );
+        assert!(
+            deep_moves * 4 > CASES,
+            "size {size}: {deep_moves} of {CASES} cases fired or demoted at 5+ levels"
+        );
+        assert!(
+            wasted * 20 < ops,
+            "size {size}: {wasted} of {ops} ops ran with the clock at u64::MAX"
         );
     }
 }
