@@ -82,7 +82,9 @@ impl RedisServer {
             if let Ok(Some(_)) = child.try_wait() {
                 return false; // the port was taken meanwhile, most likely
             }
-            if ping(self.port) {
+            // Ours, not another server that took the port between `free_port` and the
+            // bind (a parallel test's): it must answer with our child's process id.
+            if answering_pid(self.port) == Some(child.id()) {
                 self.child = Some(child);
                 return true;
             }
@@ -139,14 +141,26 @@ fn free_port() -> u16 {
         .expect("a free port on 127.0.0.1")
 }
 
-fn ping(port: u16) -> bool {
-    let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
-        return false;
-    };
-    let _ = stream.set_read_timeout(Some(Duration::from_millis(500)));
-    if stream.write_all(b"PING\r\n").is_err() {
-        return false;
+/// The process id of the Redis answering on `port`, from `INFO server`.
+fn answering_pid(port: u16) -> Option<u32> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream
+        .set_read_timeout(Some(Duration::from_millis(500)))
+        .ok()?;
+    stream.write_all(b"INFO server\r\n").ok()?;
+    let mut reply = String::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        // The field, once its line has arrived whole.
+        if let Some(rest) = reply.split("\nprocess_id:").nth(1) {
+            if let Some((pid, _)) = rest.split_once("\r\n") {
+                return pid.trim().parse().ok();
+            }
+        }
+        let n = stream.read(&mut chunk).ok()?;
+        if n == 0 || reply.len() > 1 << 16 {
+            return None;
+        }
+        reply.push_str(&String::from_utf8_lossy(&chunk[..n]));
     }
-    let mut reply = [0u8; 7];
-    matches!(stream.read(&mut reply), Ok(n) if reply[..n].starts_with(b"+PONG"))
 }
