@@ -6,11 +6,11 @@
 mod support;
 
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestRunner};
+use proptest::test_runner::{Config, FileFailurePersistence, TestRunner};
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 use support::{queue_name, RedisServer};
-use tickless::durable::{Backoff, Failed, Job, Queue, WorkerOptions};
+use tickless::durable::{Backoff, Failed, Job, JobState, Queue, WorkerOptions};
 
 const IDS: u8 = 8;
 const LEASE_MS: u64 = 10_000;
@@ -61,10 +61,14 @@ enum State {
         attempts: u32,
     },
     InFlight {
+        /// The due time its record keeps (a lease that ends leaves it as it was).
+        due: u64,
         lease_end: u64,
         attempts: u32,
     },
-    Dead,
+    Dead {
+        attempts: u32,
+    },
 }
 
 struct Model {
@@ -77,15 +81,16 @@ impl Model {
     fn end_leases(&mut self) {
         for state in self.jobs.values_mut() {
             if let State::InFlight {
+                due,
                 lease_end,
                 attempts,
             } = *state
             {
                 if lease_end <= self.now {
                     *state = if attempts >= MAX_ATTEMPTS {
-                        State::Dead
+                        State::Dead { attempts }
                     } else {
-                        State::Waiting { due: 0, attempts }
+                        State::Waiting { due, attempts }
                     };
                 }
             }
@@ -190,6 +195,7 @@ async fn run_case(url: &str, start: u64, ops: Vec<Op>) -> Result<(), TestCaseErr
                         if due <= model.now {
                             want.push((id.clone(), attempts + 1));
                             *state = State::InFlight {
+                                due,
                                 lease_end: model.now + LEASE_MS,
                                 attempts: attempts + 1,
                             };
@@ -231,7 +237,8 @@ async fn run_case(url: &str, start: u64, ops: Vec<Op>) -> Result<(), TestCaseErr
                     prop_assert_eq!(outcome, expected, "fail {}", id);
                     match expected {
                         Failed::Dead => {
-                            model.jobs.insert(id, State::Dead);
+                            let attempts = job.attempt();
+                            model.jobs.insert(id, State::Dead { attempts });
                         }
                         Failed::Retried => {
                             let attempts = job.attempt();
@@ -257,17 +264,51 @@ async fn run_case(url: &str, start: u64, ops: Vec<Op>) -> Result<(), TestCaseErr
         .values()
         .filter(|s| matches!(s, State::InFlight { .. }))
         .count();
-    let dead = model.jobs.values().filter(|s| **s == State::Dead).count();
+    let dead = model
+        .jobs
+        .values()
+        .filter(|s| matches!(s, State::Dead { .. }))
+        .count();
     prop_assert_eq!(stats.in_flight, in_flight as u64);
     prop_assert_eq!(stats.dead, dead as u64);
-    for (id, state) in &model.jobs {
-        let info = queue.job(id).await.unwrap();
-        prop_assert!(
-            info.is_some(),
-            "{} is gone, the model has it {:?}",
-            id,
-            state
-        );
+    // Every job, as the queue holds it, is as the model has it; ended ones are gone.
+    for n in 0..IDS {
+        let id = format!("job{n}");
+        let info = queue.job(&id).await.unwrap();
+        let Some(state) = model.jobs.get(&id) else {
+            prop_assert!(info.is_none(), "{} ended, yet the queue has {:?}", id, info);
+            continue;
+        };
+        let Some(info) = info else {
+            return Err(TestCaseError::fail(format!(
+                "{id} is gone, the model has it {state:?}"
+            )));
+        };
+        let seen = (info.state, info.attempts);
+        match *state {
+            State::Waiting { due, attempts } => {
+                let place = if due <= model.now {
+                    JobState::Ready
+                } else {
+                    JobState::Scheduled
+                };
+                prop_assert_eq!(seen, (place, attempts), "{} {:?}", id, state);
+                prop_assert_eq!(info.due, at(due), "{} {:?}", id, state);
+                prop_assert_eq!(info.lease_ends, None, "{}", id);
+            }
+            State::InFlight {
+                due,
+                lease_end,
+                attempts,
+            } => {
+                prop_assert_eq!(seen, (JobState::InFlight, attempts), "{} {:?}", id, state);
+                prop_assert_eq!(info.due, at(due), "{} {:?}", id, state);
+                prop_assert_eq!(info.lease_ends, Some(at(lease_end)), "{}", id);
+            }
+            State::Dead { attempts } => {
+                prop_assert_eq!(seen, (JobState::Dead, attempts), "{} {:?}", id, state);
+            }
+        }
     }
     Ok(())
 }
@@ -280,9 +321,13 @@ fn queue_agrees_with_an_oracle_on_a_manual_clock() {
         .enable_all()
         .build()
         .unwrap();
+    // A failing case is kept beside this file and tried first next time.
     let mut runner = TestRunner::new(Config {
         cases: 512,
-        failure_persistence: None,
+        source_file: Some(file!()),
+        failure_persistence: Some(Box::new(FileFailurePersistence::WithSource(
+            "proptest-regressions",
+        ))),
         ..Config::default()
     });
     // Starts vary the alignment of the wheel's slots.
