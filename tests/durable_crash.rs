@@ -15,13 +15,33 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use support::RedisServer;
 use tickless::durable::Queue;
 
+/// The workers' lease.
 const LEASE_MS: u64 = 1_500;
+/// The leaders' lease while work is near (`LeaderOptions::busy_lease`'s default): a
+/// killed leader is replaced within it.
+const BUSY_LEASE_MS: u64 = 750;
+/// What a process needs beyond a lease to act on its end here: a timer's lateness, a
+/// script's round trip, a busy 2-core machine.
+const MARGIN_MS: u64 = 250;
+
+/// The crash tests each run a Redis and a handful of processes on 2 cores: one at a
+/// time, so that none's margins are eaten by another's load.
+static HEAVY: Mutex<()> = Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    HEAVY
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 
 /// A role of `tickless-durable`, its stdout collected line by line.
 struct Proc {
     name: String,
     child: Child,
     lines: Arc<Mutex<Vec<String>>>,
+    /// The thread reading its stdout, joined once it is killed: then `lines` holds all
+    /// it printed.
+    reader: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Proc {
@@ -35,7 +55,7 @@ impl Proc {
         let lines = Arc::new(Mutex::new(Vec::new()));
         let out = child.stdout.take().expect("piped stdout");
         let sink = lines.clone();
-        std::thread::spawn(move || {
+        let reader = std::thread::spawn(move || {
             for line in BufReader::new(out).lines().map_while(Result::ok) {
                 sink.lock().unwrap().push(line);
             }
@@ -44,6 +64,7 @@ impl Proc {
             name: name.to_string(),
             child,
             lines,
+            reader: Some(reader),
         }
     }
 
@@ -51,10 +72,13 @@ impl Proc {
         self.lines.lock().unwrap().clone()
     }
 
-    /// SIGKILL, as `kill -9`.
+    /// SIGKILL, as `kill -9`; returns once everything it printed has been read.
     fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if let Some(reader) = self.reader.take() {
+            let _ = reader.join();
+        }
     }
 }
 
@@ -101,7 +125,48 @@ fn read_log(workers: &[Proc]) -> Log {
             }
         }
     }
+    // In the order they were delivered, whichever worker printed them.
+    for starts in log.starts.values_mut() {
+        starts.sort_by_key(|&(_, attempt, claimed, _)| (attempt, claimed));
+    }
     log
+}
+
+/// The ids in flight (claimed under a lease, not acked) in queue `name`, as Redis holds
+/// them now.
+fn in_flight(url: &str, name: &str) -> BTreeSet<String> {
+    let client = redis::Client::open(url).unwrap();
+    let mut conn = client.get_connection().unwrap();
+    redis::cmd("ZRANGE")
+        .arg(format!("tickless:{{{name}}}:flight"))
+        .arg(0)
+        .arg(-1)
+        .query::<Vec<String>>(&mut conn)
+        .unwrap()
+        .into_iter()
+        .collect()
+}
+
+/// Whether a job handled twice is explained by one crash at `crash_ms` that cut off
+/// its first delivery: exactly two starts, the first claimed at or before the crash
+/// (in `first_on`, if given), the second after it elsewhere, and the job in flight at
+/// the crash (in `flight`, a snapshot of Redis's in-flight set taken at `snapshot_ms`,
+/// or claimed after that snapshot).
+fn cut_off_by_the_crash(
+    starts: &[(String, u32, u64, u64)],
+    crash_ms: u64,
+    first_on: Option<&str>,
+    in_flight: (&BTreeSet<String>, u64),
+    id: &str,
+) -> bool {
+    let [(first_worker, _, first_claim, _), (second_worker, _, second_claim, _)] = starts else {
+        return false;
+    };
+    let (flight, snapshot_ms) = in_flight;
+    *first_claim <= crash_ms
+        && *second_claim >= crash_ms
+        && first_on.is_none_or(|w| first_worker == w && second_worker != w)
+        && (flight.contains(id) || *first_claim >= snapshot_ms)
 }
 
 fn confirmed(schedulers: &[Proc]) -> BTreeSet<String> {
@@ -185,6 +250,7 @@ fn check(
 
 #[test]
 fn kill_9_of_leader_worker_and_scheduler_loses_nothing() {
+    let _heavy = one_at_a_time();
     let server = RedisServer::start();
     let url = server.url();
     let q = "crash";
@@ -246,6 +312,8 @@ fn kill_9_of_leader_worker_and_scheduler_loses_nothing() {
     }
     let worker_killed_at = now_ms();
     workers[0].kill();
+    // Right after the kill: what the killed worker held is still in flight in Redis.
+    let flight_at_kill = in_flight(&url, q);
     let killed_worker = workers[0].name.clone();
     let held: BTreeSet<String> = {
         let log = read_log(&workers[..1]);
@@ -259,7 +327,7 @@ fn kill_9_of_leader_worker_and_scheduler_loses_nothing() {
 
     wait_until_done(&url, q, &workers, &schedulers, Duration::from_secs(60));
 
-    // Failover: the other leader took over within 1 s of the kill.
+    // Failover: the other leader took over within its busy lease of the kill.
     let survivor = &leaders[1 - current];
     let took_over = survivor
         .lines()
@@ -268,15 +336,33 @@ fn kill_9_of_leader_worker_and_scheduler_loses_nothing() {
         .find(|&ms| ms >= leader_killed_at)
         .expect("the surviving candidate became leader");
     let failover = took_over - leader_killed_at;
-    assert!(failover <= 1_000, "failover took {failover} ms");
+    assert!(
+        failover <= BUSY_LEASE_MS + MARGIN_MS,
+        "failover took {failover} ms (busy lease {BUSY_LEASE_MS} ms)"
+    );
 
     let log = read_log(&workers);
     let all_confirmed = confirmed(&schedulers);
+    // A duplicate only for a job the killed worker had claimed before the kill and
+    // still held in flight at it, delivered again elsewhere after the kill.
     let repeated = check(
         &log,
         &all_confirmed,
         leader_killed_at.min(worker_killed_at),
-        |_, starts| starts.iter().any(|(w, ..)| *w == killed_worker),
+        |id, starts| {
+            cut_off_by_the_crash(
+                starts,
+                worker_killed_at,
+                Some(&killed_worker),
+                (&flight_at_kill, worker_killed_at),
+                id,
+            )
+        },
+    );
+    assert!(
+        repeated <= flight_at_kill.len(),
+        "{repeated} duplicates, {} jobs in flight at the kill",
+        flight_at_kill.len()
     );
     // Redelivery of what the killed worker held: within its lease + 1 s of the kill.
     let mut worst = 0;
@@ -288,7 +374,7 @@ fn kill_9_of_leader_worker_and_scheduler_loses_nothing() {
         worst = worst.max(again.2.saturating_sub(worker_killed_at));
     }
     assert!(
-        worst <= LEASE_MS + 1_000,
+        worst <= LEASE_MS + BUSY_LEASE_MS + MARGIN_MS,
         "redelivery took {worst} ms after the kill (lease {LEASE_MS} ms)"
     );
     eprintln!(
@@ -301,6 +387,7 @@ fn kill_9_of_leader_worker_and_scheduler_loses_nothing() {
 
 #[test]
 fn redis_killed_and_restarted_from_its_aof_loses_nothing() {
+    let _heavy = one_at_a_time();
     let mut server = RedisServer::start();
     let url = server.url();
     let q = "restart";
@@ -321,6 +408,10 @@ fn redis_killed_and_restarted_from_its_aof_loses_nothing() {
         &args(&["schedule", &url, q, "0", "3000", "2500", "10"]),
     )];
     std::thread::sleep(Duration::from_millis(800));
+    // Just before the kill: what is in flight (a job claimed between this and the kill
+    // is in flight at the kill too, and told apart by its claim time).
+    let snapshot_at = now_ms();
+    let flight_before = in_flight(&url, q);
     let killed_at = now_ms();
     server.kill();
     std::thread::sleep(Duration::from_millis(500));
@@ -333,9 +424,10 @@ fn redis_killed_and_restarted_from_its_aof_loses_nothing() {
         3000,
         "the scheduler retried through the restart"
     );
-    // A delivery whose ack was lost with the connection is handled again: at least once.
-    let repeated = check(&log, &all_confirmed, killed_at, |_, starts| {
-        starts.len() == 2
+    // A delivery whose ack was lost with the connection is handled again (at least
+    // once), but only one in flight at the kill: claimed before it, again after it.
+    let repeated = check(&log, &all_confirmed, killed_at, |id, starts| {
+        cut_off_by_the_crash(starts, killed_at, None, (&flight_before, snapshot_at), id)
     });
     eprintln!(
         "restart test: 3000 jobs, 0 lost, {repeated} handled twice (acks lost in the restart)"
@@ -345,7 +437,9 @@ fn redis_killed_and_restarted_from_its_aof_loses_nothing() {
 /// Longer than the connection's own reconnect attempts (about 7 s): the leader and the
 /// worker keep retrying with backoff and carry on when Redis is back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(clippy::await_holding_lock)] // a test-wide guard, taken by no task of its runtime
 async fn leader_and_worker_ride_out_a_long_redis_outage() {
+    let _heavy = one_at_a_time();
     use tickless::durable::{LeaderOptions, When, WorkerOptions};
     let mut server = RedisServer::start();
     let queue = Queue::connect(&server.url(), "outage").await.unwrap();
