@@ -241,11 +241,21 @@ fn ns_per_op(start: Instant, n: u32) -> f64 {
 
 /// W4: `n` register+cancels spread over `tasks` tasks on a 2-worker runtime; Mops/s.
 fn multi_thread_churn(peer: Peer, tasks: u32, n: u32) -> f64 {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_time()
-        .build()
-        .expect("a runtime");
+    multi_thread_churn_on(peer, tasks, n, false)
+}
+
+/// W4 on a runtime with tokio's alternative timer (`alt`: a `--cfg tokio_unstable` build
+/// only) or its traditional one.
+fn multi_thread_churn_on(peer: Peer, tasks: u32, n: u32, alt: bool) -> f64 {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.worker_threads(2).enable_time();
+    #[cfg(tokio_unstable)]
+    if alt {
+        builder.enable_alt_timer();
+    }
+    #[cfg(not(tokio_unstable))]
+    assert!(!alt, "the alternative timer needs --cfg tokio_unstable");
+    let runtime = builder.build().expect("a runtime");
     runtime.block_on(async move {
         let timer = shared_timer(peer);
         let timer = timer.as_ref();
@@ -289,6 +299,16 @@ fn churn_workloads(sizes: &Sizes) -> Vec<Target> {
             );
             for (samples, tasks) in w4.iter_mut().zip([2, 8]) {
                 samples.push(peer.name(), multi_thread_churn(peer, tasks, n));
+                // tokio's alternative timer (per-worker wheels), and tickless on it.
+                let on_alt = match peer {
+                    Peer::Tokio => Some("tokio::time, alt timer"),
+                    Peer::Tickless => Some("tickless, on the alt timer"),
+                    Peer::TicklessTimer => Some("tickless (Timer), on the alt timer"),
+                    _ => None,
+                };
+                if let (Some(name), true) = (on_alt, cfg!(tokio_unstable)) {
+                    samples.push(name, multi_thread_churn_on(peer, tasks, n, true));
+                }
             }
         }
         for (name, floor) in FLOORS {

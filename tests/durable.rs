@@ -414,10 +414,13 @@ async fn an_idle_queue_sends_only_its_lease_renewals_and_candidate_looks() {
         })
         .filter(|&(_, calls)| calls > 0)
         .collect();
-    // One script call per renewal and per look. Renewals come every 200 ms: 15 in
-    // the window, give or take the one at each end. A look comes when the lease the
-    // candidate last saw ends: 400 ms after the renewal it saw, so every 200 ms if that
-    // look lands just after a renewal, every 400 ms if just before: 7 to 15 looks.
+    // One script call per renewal and per look. A renewal comes half a lease after the
+    // previous one's reply: every 200 ms plus a round trip and the timer's lateness (up
+    // to 100 ms on a loaded 2-core machine running the whole suite), so 10 to 15 in the
+    // window, give or take the one at each end, and never more. A look comes when the
+    // lease the candidate last saw ends: 400 ms after the renewal it saw, so every 200
+    // ms if that look lands just after a renewal, every 400 ms if just before, plus the
+    // same lateness: 5 to 16 looks.
     // Inside the scripts (commandstats counts a script's own calls too): one `TIME`
     // and one `HMGET` of the lease each, one `HSET` per renewal. Nothing else: no
     // polling, no `PING`.
@@ -432,12 +435,12 @@ async fn an_idle_queue_sends_only_its_lease_renewals_and_candidate_looks() {
         "an idle queue sent other commands: {delta:?}"
     );
     assert!(
-        (per_role - 1..=per_role + 1).contains(&renewals),
+        (per_role * 2 / 3 - 1..=per_role + 1).contains(&renewals),
         "{renewals} renewals in {WINDOW_MS} ms, expected {per_role}: {delta:?}"
     );
     let looks = scripts - renewals;
     assert!(
-        (per_role / 2 - 1..=per_role + 1).contains(&looks),
+        (per_role / 3 - 1..=per_role + 1).contains(&looks),
         "{looks} looks in {WINDOW_MS} ms: {delta:?}"
     );
     assert_eq!(

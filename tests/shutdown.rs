@@ -16,11 +16,14 @@ use tickless::{DelayQueue, Instant, Interval, Sleep, Timeout, Timer};
 
 const WAIT: Duration = Duration::from_millis(20);
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Flavor {
     CurrentThread,
     CurrentThreadPaused,
     MultiThread,
+    /// tokio's alternative timer (`--cfg tokio_unstable`).
+    #[cfg(tokio_unstable)]
+    MultiThreadAltTimer,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -47,6 +50,12 @@ fn runtime(flavor: Flavor) -> tokio::runtime::Runtime {
             .build(),
         Flavor::MultiThread => tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
+            .enable_time()
+            .build(),
+        #[cfg(tokio_unstable)]
+        Flavor::MultiThreadAltTimer => tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_alt_timer()
             .enable_time()
             .build(),
     }
@@ -172,6 +181,8 @@ fn every_waiter_outlives_every_kind_of_runtime_shutdown() {
         Flavor::CurrentThread,
         Flavor::CurrentThreadPaused,
         Flavor::MultiThread,
+        #[cfg(tokio_unstable)]
+        Flavor::MultiThreadAltTimer,
     ];
     let mut cases = Vec::new();
     for flavor in flavors {
@@ -183,7 +194,7 @@ fn every_waiter_outlives_every_kind_of_runtime_shutdown() {
             }
         }
     }
-    assert_eq!(cases.len(), 72);
+    assert_eq!(cases.len(), 24 * flavors.len());
     // In parallel, a few at a time, each under a watchdog: a hang fails its case.
     for chunk in cases.chunks(12) {
         let running: Vec<_> = chunk
@@ -194,6 +205,93 @@ fn every_waiter_outlives_every_kind_of_runtime_shutdown() {
                     within(Duration::from_secs(20), &name.clone(), move || {
                         case(flavor, which, kind, after)
                     })
+                })
+            })
+            .collect();
+        for case in running {
+            case.join().unwrap();
+        }
+    }
+}
+
+/// A runtime dropped under a pending `Interval`: the instants of the ticks after the
+/// hand-over to the real clock are exactly a period after those before, as tokio's
+/// `Interval` hands them out (`Burst` always; `Delay` and `Skip` too when the tick is not
+/// late past tokio's 5 ms, and by their rule, never sooner, when it is). For runtimes on
+/// the real clock; a paused runtime's clock is gone with it, and the ticks after are on
+/// the real one.
+#[test]
+fn interval_instants_stay_exactly_a_period_apart_across_the_hand_over() {
+    use tickless::MissedTickBehavior;
+    const PERIOD: Duration = Duration::from_millis(50);
+    const LATE: Duration = Duration::from_millis(5);
+    let mut cases = Vec::new();
+    for flavor in [
+        Flavor::CurrentThread,
+        Flavor::MultiThread,
+        #[cfg(tokio_unstable)]
+        Flavor::MultiThreadAltTimer,
+    ] {
+        for which in [Which::Own, Which::Default] {
+            for behavior in [
+                MissedTickBehavior::Burst,
+                MissedTickBehavior::Delay,
+                MissedTickBehavior::Skip,
+            ] {
+                for after in [After::BlockOn, After::OtherRuntime] {
+                    cases.push((flavor, which, behavior, after));
+                }
+            }
+        }
+    }
+    let check = |(flavor, which, behavior, after): (Flavor, Which, MissedTickBehavior, After)| {
+        let name = format!("{flavor:?} {which:?} {behavior:?} then {after:?}");
+        let rt = runtime(flavor);
+        let (mut interval, first) = rt.block_on(async {
+            let mut interval = match which {
+                Which::Own => Timer::new().interval(PERIOD),
+                Which::Default => tickless::interval(PERIOD),
+            };
+            interval.set_missed_tick_behavior(behavior);
+            let first = interval.tick().await;
+            let polled = std::future::poll_fn(|cx| {
+                std::task::Poll::Ready(interval.poll_tick(cx).is_pending())
+            })
+            .await;
+            assert!(polled, "{name}: the second tick is pending at the drop");
+            (interval, first)
+        });
+        drop(rt);
+        let mut ticks = vec![first];
+        let mut late = false;
+        for _ in 0..2 {
+            let next = async {
+                let at = interval.tick().await;
+                (at, Instant::now().saturating_duration_since(at) > LATE)
+            };
+            let (at, was_late) = match after {
+                After::BlockOn => futures::executor::block_on(next),
+                _ => runtime(Flavor::CurrentThread).block_on(next),
+            };
+            assert!(Instant::now() >= at, "{name}: a tick before its instant");
+            ticks.push(at);
+            late |= was_late;
+        }
+        for pair in ticks.windows(2) {
+            let apart = pair[1] - pair[0];
+            if behavior == MissedTickBehavior::Burst || !late {
+                assert_eq!(apart, PERIOD, "{name}: ticks {ticks:?}");
+            } else {
+                assert!(apart >= PERIOD, "{name}: ticks {ticks:?}");
+            }
+        }
+    };
+    for chunk in cases.chunks(6) {
+        let running: Vec<_> = chunk
+            .iter()
+            .map(|&case| {
+                std::thread::spawn(move || {
+                    within(Duration::from_secs(20), "interval", move || check(case))
                 })
             })
             .collect();

@@ -238,8 +238,14 @@ impl Clock {
         let seen = i128::from(self.seen_tick.load(Ordering::Acquire)) * i128::from(self.tick_nanos);
         let stood = runtime_now.map_or(seen, |now| self.nanos(now).max(seen));
         let real = self.nanos(real_now());
+        // A runtime whose clock was never seen paused ran on the real clock: the two
+        // readings differ only by when they were taken, and the timeline goes on
+        // unshifted, so instants handed out before and after the switch are on one clock
+        // to the nanosecond (an `Interval`'s stay exactly a period apart).
+        let one_clock = !self.paused.load(Ordering::Acquire) && stood <= real;
+        let shift = if one_clock { 0 } else { stood - real };
         self.shift_nanos
-            .store(saturate_i64(stood - real), Ordering::Release);
+            .store(saturate_i64(shift), Ordering::Release);
         self.source.store(Source::Real as u8, Ordering::Release);
     }
 

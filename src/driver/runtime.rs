@@ -24,6 +24,18 @@
 //!   and polling a `Sleep` after that panics. The helper task's drop (tokio drops every
 //!   task first) says the runtime is going; a wake before the armed tick is checked by
 //!   re-arming far away, which completes at once only on a shut-down runtime.
+//!
+//! **tokio's alternative timer** (`--cfg tokio_unstable`, `enable_alt_timer()`) keeps a
+//! wheel per worker and differs in the two ways that matter here: every reset registers
+//! a new entry (so no reset completes at once), and a worker that shuts down wakes its
+//! timers, ours included, before tokio drops the tasks, in a pass where a registration
+//! panics and a panic aborts the process. tokio offers no way to ask which timer a
+//! runtime runs, so in a build with `--cfg tokio_unstable` every multi-thread runtime's
+//! alarm is *relayed*: its wake only wakes the helper task, and every call into tokio's timer
+//! (turning and arming, re-arming, the shutdown check) is made from the helper's poll,
+//! a task's context; a runtime that goes drops the helper instead, which says so. Timers
+//! fire one task poll after tokio's own there (tokio's paused clock, where that would
+//! show, needs a current-thread runtime, which has no alternative timer).
 
 use super::clock::{deadline_after, Clock, Source};
 use super::shard::Shard;
@@ -35,7 +47,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
-use tokio::runtime::{Handle, Id};
+use tokio::runtime::{Handle, Id, RuntimeFlavor};
 use tokio::time::{Instant, Sleep};
 
 /// How far a disarmed alarm waits: further than any test or process runs.
@@ -51,7 +63,13 @@ pub(crate) fn build(
 ) -> (Arc<Core>, Box<[Arc<Shard>]>) {
     let _enter = handle.enter();
     let now = Instant::now();
-    let origin = {
+    // tokio offers no way to ask whether a runtime runs the alternative timer, and its
+    // behaviour tells only racily (a worker may process a reset while it is probed):
+    // where it can exist, every multi-thread runtime is taken to run it.
+    let relayed = cfg!(tokio_unstable) && handle.runtime_flavor() == RuntimeFlavor::MultiThread;
+    let origin = if relayed {
+        now // its resets round on a worker's wheel, not on a grid a probe can find
+    } else {
         let mut probe = Box::pin(tokio::time::sleep_until(deadline_after(now, FAR)));
         grid_origin(probe.as_mut(), now).unwrap_or(now)
     };
@@ -67,6 +85,7 @@ pub(crate) fn build(
         hook: Waker::from(Arc::new(Hook(Arc::downgrade(&core)))),
         armed: u64::MAX,
         relay: relay.clone(),
+        relayed,
     }));
     // On a runtime already shut down (a blocking thread outliving it), tokio drops the
     // task at once, and its drop hands the timer to a driver thread.
@@ -120,6 +139,12 @@ fn grid_origin(mut sleep: Pin<&mut Sleep>, now: Instant) -> Option<Instant> {
     (fires(lo) && !fires(lo + NS)).then_some(lo)
 }
 
+thread_local! {
+    /// Set while this thread polls a helper task: a relayed alarm's calls into tokio are
+    /// made only then.
+    static IN_HELPER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 /// The driver's alarm on a tokio runtime.
 pub(crate) struct TokioAlarm {
     /// Registered with tokio's timer only while armed: a paused runtime with nothing to do
@@ -133,6 +158,9 @@ pub(crate) struct TokioAlarm {
     /// The tick the alarm is armed for; `u64::MAX`: disarmed.
     armed: u64,
     relay: Arc<Relay>,
+    /// On tokio's alternative timer: every call into tokio is made from the helper task's
+    /// poll (see the module docs).
+    relayed: bool,
 }
 
 impl TokioAlarm {
@@ -169,6 +197,10 @@ impl TokioAlarm {
 
 impl Alarm for TokioAlarm {
     fn in_context(&self) -> bool {
+        if self.relayed {
+            return IN_HELPER.with(std::cell::Cell::get)
+                && Handle::try_current().is_ok_and(|handle| handle.id() == self.handle.id());
+        }
         Handle::try_current().is_ok_and(|handle| handle.id() == self.handle.id())
     }
 
@@ -182,6 +214,14 @@ impl Alarm for TokioAlarm {
     }
 
     fn rearm(&mut self, clock: &Clock, tick: u64) -> Rearmed {
+        if self.relayed {
+            // A reset registers a new entry, without the hook: arm again, from the helper.
+            return if self.in_context() {
+                Rearmed::Arm
+            } else {
+                Rearmed::Relay
+            };
+        }
         if self.armed == u64::MAX {
             // Disarmed: registering needs the runtime's context.
             return if self.in_context() {
@@ -202,6 +242,34 @@ impl Alarm for TokioAlarm {
     }
 
     fn arm(&mut self, clock: &Clock, tick: Option<u64>) -> Armed {
+        if self.relayed {
+            // From the helper's poll, which tokio does not make while it shuts down; but
+            // should a worker poll it in the pass in which it learns of the shutdown, a
+            // registration panics: that is the runtime going, not a fault of ours.
+            return catch_unwind(AssertUnwindSafe(|| self.arm_now(clock, tick)))
+                .unwrap_or(Armed::ShutDown);
+        }
+        self.arm_now(clock, tick)
+    }
+
+    fn shutting_down(&mut self) -> bool {
+        if self.relayed {
+            // Never asked of tokio there (see the module docs): the helper's drop says so.
+            return false;
+        }
+        // Only a shut-down runtime completes a `Sleep` thirty years away at once.
+        self.sleep
+            .as_mut()
+            .reset(deadline_after(Instant::now(), FAR));
+        let gone = self.sleep.is_elapsed();
+        self.armed = 0; // registered (without the hook): `disarm` replaces it
+        self.disarm();
+        gone
+    }
+}
+
+impl TokioAlarm {
+    fn arm_now(&mut self, clock: &Clock, tick: Option<u64>) -> Armed {
         let Some(tick) = tick else {
             // Nothing to wait for: deregistered, so an idle paused runtime stays put.
             self.disarm();
@@ -221,17 +289,6 @@ impl Alarm for TokioAlarm {
             self.armed = tick;
         }
         armed
-    }
-
-    fn shutting_down(&mut self) -> bool {
-        // Only a shut-down runtime completes a `Sleep` thirty years away at once.
-        self.sleep
-            .as_mut()
-            .reset(deadline_after(Instant::now(), FAR));
-        let gone = self.sleep.is_elapsed();
-        self.armed = 0; // registered (without the hook): `disarm` replaces it
-        self.disarm();
-        gone
     }
 }
 
@@ -303,6 +360,15 @@ impl Future for Helper {
             }
         }
         if self.relay.asked.swap(false, Ordering::AcqRel) {
+            // A task's context: a relayed alarm calls into tokio only from here.
+            IN_HELPER.with(|in_helper| in_helper.set(true));
+            struct Leave;
+            impl Drop for Leave {
+                fn drop(&mut self) {
+                    IN_HELPER.with(|in_helper| in_helper.set(false));
+                }
+            }
+            let _leave = Leave;
             core.alarm_went_off();
         }
         Poll::Pending

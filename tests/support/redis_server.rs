@@ -83,8 +83,9 @@ impl RedisServer {
                 return false; // the port was taken meanwhile, most likely
             }
             // Ours, not another server that took the port between `free_port` and the
-            // bind (a parallel test's): it must answer with our child's process id.
-            if answering_pid(self.port) == Some(child.id()) {
+            // bind (a parallel test's): it must answer with our child's process id; and
+            // ready, its append-only file loaded (`PING` answers `LOADING` until then).
+            if answering_pid(self.port) == Some(child.id()) && ping(self.port) {
                 self.child = Some(child);
                 return true;
             }
@@ -163,4 +164,17 @@ fn answering_pid(port: u16) -> Option<u32> {
         }
         reply.push_str(&String::from_utf8_lossy(&chunk[..n]));
     }
+}
+
+/// Whether the Redis on `port` answers `PING` with `PONG` (not `LOADING`).
+fn ping(port: u16) -> bool {
+    let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(500)));
+    if stream.write_all(b"PING\r\n").is_err() {
+        return false;
+    }
+    let mut reply = [0u8; 7];
+    matches!(stream.read(&mut reply), Ok(n) if reply[..n].starts_with(b"+PONG"))
 }
