@@ -18,7 +18,7 @@
 //! pointer), since a key the driver freed may already belong to another timer.
 
 use crate::driver::shard::Shard;
-use crate::driver::sync::{lock, Mutex};
+use crate::sync::{lock, Mutex};
 use crate::time::error::Error;
 use crate::Timer;
 use std::fmt;

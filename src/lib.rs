@@ -75,6 +75,7 @@ mod driver;
 #[cfg(feature = "redis")]
 pub mod durable;
 pub mod purgatory;
+mod sync;
 mod time;
 mod timer;
 mod wheel;

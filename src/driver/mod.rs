@@ -63,16 +63,16 @@ pub(crate) mod clock;
 pub(crate) mod registration;
 pub(crate) mod runtime;
 pub(crate) mod shard;
-pub(crate) mod sync;
+
 mod thread;
 mod token;
 
+use crate::sync::{lock, AtomicU64, AtomicU8, Mutex, Ordering};
 use clock::Clock;
 use shard::Shard;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, OnceLock, Weak};
 use std::task::Waker;
-use sync::{lock, AtomicU64, AtomicU8, Mutex, Ordering};
 use token::{Requested, Token, FIRE, REARM, STOP};
 
 pub(crate) use thread::spawn_thread;
@@ -206,7 +206,7 @@ pub(crate) struct Core {
     callback_panics: AtomicU64,
     /// Under loom, a fallback driver thread is recorded here rather than started.
     #[cfg(tickless_loom)]
-    fallback_started: sync::AtomicBool,
+    fallback_started: crate::sync::AtomicBool,
 }
 
 impl Core {
@@ -234,7 +234,7 @@ impl Core {
             callbacks_fired: AtomicU64::new(0),
             callback_panics: AtomicU64::new(0),
             #[cfg(tickless_loom)]
-            fallback_started: sync::AtomicBool::new(false),
+            fallback_started: crate::sync::AtomicBool::new(false),
         });
         let armed = (mode == Mode::Manual).then_some(0);
         let shards: Box<[Arc<Shard>]> = (0..shards.max(1))

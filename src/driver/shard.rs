@@ -4,8 +4,8 @@
 //! instructions and hands back what must be dropped or woken, to be done after unlocking
 //! (ground rule 2 in [`driver`](super)).
 
-use super::sync::{lock, Mutex, MutexGuard};
 use super::Core;
+use crate::sync::{lock, Mutex, MutexGuard};
 use crate::wheel::{Placed, Wheel};
 use std::sync::Arc;
 use std::task::{Poll, Waker};

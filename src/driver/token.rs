@@ -10,7 +10,7 @@
 //! waits for another thread's work, never its own: a request made from inside the work
 //! (a waker that advances the clock it was woken by) returns [`Requested::Mine`] instead.
 
-use super::sync::{lock, thread_id, Condvar, Mutex, ThreadId};
+use crate::sync::{lock, thread_id, Condvar, Mutex, ThreadId};
 
 /// Work: the alarm went off, or the manual clock moved; turn the wheel.
 pub(crate) const FIRE: u8 = 1;

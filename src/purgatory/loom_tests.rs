@@ -6,7 +6,7 @@
 //! Run with `RUSTFLAGS="--cfg tickless_loom" cargo test --release --lib loom`.
 
 use super::op::{Condition, Ended, Ending, Op, Outcome};
-use crate::driver::sync::Ordering;
+use crate::sync::Ordering;
 use loom::sync::atomic::{AtomicBool, AtomicUsize};
 use loom::sync::Arc;
 use std::task::Waker;

@@ -68,8 +68,8 @@ pub use threshold::{ThresholdHandle, ThresholdPurgatory, ThresholdWait};
 
 use crate::callback::Expiry;
 use crate::driver::clock::deadline_after;
-use crate::driver::sync::{lock, Mutex};
 use crate::error::Error;
+use crate::sync::{lock, Mutex};
 use crate::Timer;
 use op::{Condition, Ended, Ending, Forced, Op};
 use slab::Slab;

@@ -45,7 +45,7 @@
 //! squared (`unsafe` for that reason alone, in [`Op::cond`]'s three accessors; loom
 //! checks the exclusion).
 
-use crate::driver::sync::{lock, yield_now, AtomicU32, Mutex, Ordering, UnsafeCell};
+use crate::sync::{lock, yield_now, AtomicU32, Mutex, Ordering, UnsafeCell};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::task::{Poll, Waker};
 

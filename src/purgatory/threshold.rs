@@ -7,8 +7,8 @@
 use super::{Key, Outcome};
 use crate::callback::Expiry;
 use crate::driver::clock::deadline_after;
-use crate::driver::sync::{lock, AtomicU8, Mutex, Ordering};
 use crate::error::Error;
+use crate::sync::{lock, AtomicU8, Mutex, Ordering};
 use crate::Timer;
 use std::collections::hash_map::RandomState;
 use std::collections::{BTreeMap, HashMap};

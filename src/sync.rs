@@ -1,5 +1,7 @@
-//! The locks and atomics of the driver's protocols: loom's under `--cfg tickless_loom`
-//! (so the loom tests explore every interleaving of the real code), std's otherwise.
+//! The crate's one loom facade: every lock, atomic and cell that a protocol of the driver,
+//! the callbacks or the purgatory depends on comes from here, loom's under
+//! `--cfg tickless_loom` (so the loom tests explore every interleaving of the real code),
+//! std's otherwise.
 
 #[cfg(tickless_loom)]
 pub(crate) use loom::sync::{
