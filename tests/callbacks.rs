@@ -376,11 +376,7 @@ fn a_manual_timer_dropped_drops_its_pending_callbacks_unrun() {
 #[test]
 fn cancels_racing_the_driver_on_a_multi_thread_runtime_are_exactly_once() {
     const N: usize = 4_000;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_time()
-        .build()
-        .unwrap();
+    let runtime = support::multi_thread();
     runtime.block_on(async {
         let timer = Timer::new();
         let ran = Arc::new((0..N).map(|_| AtomicUsize::new(0)).collect::<Vec<_>>());

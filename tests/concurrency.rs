@@ -197,11 +197,7 @@ fn thread_driver_churn_from_four_threads_is_never_early_and_loses_nothing() {
 
 #[test]
 fn tokio_driver_churn_from_runtime_threads_is_never_early_and_loses_nothing() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_time()
-        .build()
-        .unwrap();
+    let runtime = support::multi_thread();
     let timer = runtime.block_on(async { Timer::new() });
     let handle = runtime.handle().clone();
     within(Duration::from_secs(60), "tokio driver churn", move || {

@@ -1,5 +1,7 @@
 //! Which timer the free functions use, with no setup, in each kind of context.
 
+mod support;
+
 use std::time::Duration;
 use tickless::{Instant, Timer};
 
@@ -42,34 +44,36 @@ fn works_under_futures_block_on_with_a_process_wide_timer() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_default_timer_per_runtime_shared_by_all_its_threads() {
-    let here = Timer::current();
-    assert!(here.same_timer(&Timer::current()), "stable on one thread");
-    // Many threads in the runtime: all get the same timer (sharded inside by thread).
-    let handle = tokio::runtime::Handle::current();
-    let mut sleeps = Vec::new();
-    for _ in 0..129 {
-        let handle = handle.clone();
-        let (timer, sleep) = std::thread::spawn(move || {
-            let _runtime = handle.enter();
-            let timer = Timer::current();
-            assert!(timer.same_timer(&Timer::current()), "stable on one thread");
-            (timer, tickless::sleep(MS))
-        })
-        .join()
-        .unwrap();
-        assert!(timer.same_timer(&here), "one default per runtime");
-        sleeps.push(sleep);
-    }
-    // Made on 129 threads (so on every shard), all driven by the runtime.
-    futures::future::join_all(sleeps).await;
-    assert_eq!(here.stats().registered, 0);
-    let outside = std::thread::spawn(Timer::current).join().unwrap();
-    assert!(
-        !here.same_timer(&outside),
-        "outside the runtime: the process default"
-    );
+#[test]
+fn one_default_timer_per_runtime_shared_by_all_its_threads() {
+    support::multi_thread().block_on(async {
+        let here = Timer::current();
+        assert!(here.same_timer(&Timer::current()), "stable on one thread");
+        // Many threads in the runtime: all get the same timer (sharded inside by thread).
+        let handle = tokio::runtime::Handle::current();
+        let mut sleeps = Vec::new();
+        for _ in 0..129 {
+            let handle = handle.clone();
+            let (timer, sleep) = std::thread::spawn(move || {
+                let _runtime = handle.enter();
+                let timer = Timer::current();
+                assert!(timer.same_timer(&Timer::current()), "stable on one thread");
+                (timer, tickless::sleep(MS))
+            })
+            .join()
+            .unwrap();
+            assert!(timer.same_timer(&here), "one default per runtime");
+            sleeps.push(sleep);
+        }
+        // Made on 129 threads (so on every shard), all driven by the runtime.
+        futures::future::join_all(sleeps).await;
+        assert_eq!(here.stats().registered, 0);
+        let outside = std::thread::spawn(Timer::current).join().unwrap();
+        assert!(
+            !here.same_timer(&outside),
+            "outside the runtime: the process default"
+        );
+    })
 }
 
 #[test]
@@ -112,31 +116,33 @@ async fn an_entered_timer_is_current_until_its_guard_drops() {
     assert!(Timer::current().same_timer(&runtime_default));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_runtime_entered_inside_a_task_is_current_there_and_only_there() {
-    let outer = Timer::current();
-    let inner_runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
+#[test]
+fn a_runtime_entered_inside_a_task_is_current_there_and_only_there() {
+    support::multi_thread().block_on(async {
+        let outer = Timer::current();
+        let inner_runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let (before, inside, after) = tokio::task::spawn_blocking(move || {
+            let before = Timer::current();
+            let inside = inner_runtime.block_on(async {
+                tickless::sleep(MS).await;
+                Timer::current()
+            });
+            let after = Timer::current();
+            (before, inside, after)
+        })
+        .await
         .unwrap();
-    let (before, inside, after) = tokio::task::spawn_blocking(move || {
-        let before = Timer::current();
-        let inside = inner_runtime.block_on(async {
-            tickless::sleep(MS).await;
-            Timer::current()
-        });
-        let after = Timer::current();
-        (before, inside, after)
+        // The blocking thread is the outer runtime's (another shard of it, perhaps); inside
+        // the inner runtime's `block_on`, the inner runtime's timer; after it, not that one.
+        assert!(!before.same_timer(&inside));
+        assert!(!after.same_timer(&inside));
+        assert!(after.same_timer(&before));
+        tickless::sleep(MS).await;
+        assert!(outer.same_timer(&Timer::current()));
     })
-    .await
-    .unwrap();
-    // The blocking thread is the outer runtime's (another shard of it, perhaps); inside
-    // the inner runtime's `block_on`, the inner runtime's timer; after it, not that one.
-    assert!(!before.same_timer(&inside));
-    assert!(!after.same_timer(&inside));
-    assert!(after.same_timer(&before));
-    tickless::sleep(MS).await;
-    assert!(outer.same_timer(&Timer::current()));
 }
 
 #[test]

@@ -1,6 +1,8 @@
 //! The driver: no empty ticks, notifications only when needed, resilience, shutdown,
 //! the thread driver, and configuration errors.
 
+mod support;
+
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -11,6 +13,10 @@ use tickless::{Driver, Instant, Timer};
 use tokio_test::{assert_pending, task};
 
 const MS: Duration = Duration::from_millis(1);
+
+/// The limit for a test on the real clock: far beyond its deadlines, so a lost timer
+/// fails the test instead of hanging it.
+const WATCHDOG: Duration = Duration::from_secs(10);
 
 fn paused_runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
@@ -113,85 +119,106 @@ fn poll_once<F: Future + Unpin>(future: &mut F) -> Poll<F::Output> {
 
 #[test]
 fn a_sleep_registered_before_its_runtime_shut_down_completes_after_on_a_driver_thread() {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .unwrap();
-    let mut sleep = {
-        let _enter = runtime.enter();
-        tickless::sleep(30 * MS)
-    };
-    runtime.block_on(async { assert!(poll_once(&mut sleep).is_pending()) });
-    drop(runtime);
-    let deadline = sleep.deadline();
-    futures::executor::block_on(&mut sleep);
-    assert!(Instant::now() >= deadline, "never early");
-    assert!(sleep.is_elapsed());
+    support::within(WATCHDOG, "a sleep whose runtime shut down", || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let mut sleep = {
+            let _enter = runtime.enter();
+            tickless::sleep(30 * MS)
+        };
+        runtime.block_on(async { assert!(poll_once(&mut sleep).is_pending()) });
+        drop(runtime);
+        let deadline = sleep.deadline();
+        futures::executor::block_on(&mut sleep);
+        assert!(Instant::now() >= deadline, "never early");
+        assert!(sleep.is_elapsed());
+    });
 }
 
 #[test]
 fn a_timer_outlives_its_runtime_and_keeps_working() {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .unwrap();
-    let (timer, mut unpolled) = runtime.block_on(async {
-        let timer = Timer::new();
-        timer.sleep(MS).await;
-        let unpolled = timer.sleep(20 * MS);
-        (timer, unpolled)
-    });
-    drop(runtime);
-    futures::executor::block_on(async {
-        timer.sleep(5 * MS).await;
-        (&mut unpolled).await;
-    });
-    assert!(unpolled.is_elapsed());
-    assert_eq!(timer.stats().registered, 0);
+    support::within(
+        WATCHDOG,
+        "a timer outlives its runtime and keeps working",
+        || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .build()
+                .unwrap();
+            let (timer, mut unpolled) = runtime.block_on(async {
+                let timer = Timer::new();
+                timer.sleep(MS).await;
+                let unpolled = timer.sleep(20 * MS);
+                (timer, unpolled)
+            });
+            drop(runtime);
+            futures::executor::block_on(async {
+                timer.sleep(5 * MS).await;
+                (&mut unpolled).await;
+            });
+            assert!(unpolled.is_elapsed());
+            assert_eq!(timer.stats().registered, 0);
+        },
+    );
 }
 
 #[test]
 fn a_runtime_shut_down_mid_wait_wakes_its_waiters() {
-    // A task of another executor waits on a timer whose runtime then shuts down: it is
-    // woken, re-polls, and a driver thread carries its sleep to the deadline.
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .unwrap();
-    let timer = runtime.block_on(async { Timer::new() });
-    let mut sleep = timer.sleep(40 * MS);
-    let deadline = sleep.deadline();
-    let (registered, is_registered) = std::sync::mpsc::channel();
-    let waiter = std::thread::spawn(move || {
-        futures::executor::block_on(std::future::poll_fn(|cx| {
-            let poll = Pin::new(&mut sleep).poll(cx);
-            let _ = registered.send(());
-            poll
-        }))
-    });
-    is_registered.recv().unwrap();
-    assert_eq!(timer.stats().registered, 1);
-    drop(runtime);
-    waiter.join().unwrap();
-    assert!(Instant::now() >= deadline);
+    support::within(
+        WATCHDOG,
+        "a runtime shut down mid wait wakes its waiters",
+        || {
+            // A task of another executor waits on a timer whose runtime then shuts down: it is
+            // woken, re-polls, and a driver thread carries its sleep to the deadline.
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .build()
+                .unwrap();
+            let timer = runtime.block_on(async { Timer::new() });
+            let mut sleep = timer.sleep(40 * MS);
+            let deadline = sleep.deadline();
+            let (registered, is_registered) = std::sync::mpsc::channel();
+            let waiter = std::thread::spawn(move || {
+                futures::executor::block_on(std::future::poll_fn(|cx| {
+                    let poll = Pin::new(&mut sleep).poll(cx);
+                    let _ = registered.send(());
+                    poll
+                }))
+            });
+            is_registered.recv().unwrap();
+            assert_eq!(timer.stats().registered, 1);
+            drop(runtime);
+            waiter.join().unwrap();
+            assert!(Instant::now() >= deadline);
+        },
+    );
 }
 
 #[test]
 fn thread_driver_works_under_futures_block_on() {
-    let timer = Timer::builder()
-        .driver(Driver::Thread)
-        .tick(Duration::from_micros(100))
-        .build()
-        .unwrap();
-    let start = Instant::now();
-    futures::executor::block_on(async {
-        let results = futures::future::join_all((1..=20).map(|i| timer.sleep(i * MS))).await;
-        assert_eq!(results.len(), 20);
-    });
-    assert!(Instant::now() - start >= 20 * MS);
-    let stats = timer.stats();
-    assert_eq!(stats.entries_fired, 20);
-    assert_eq!(stats.registered, 0);
+    support::within(
+        WATCHDOG,
+        "thread driver works under futures block on",
+        || {
+            let timer = Timer::builder()
+                .driver(Driver::Thread)
+                .tick(Duration::from_micros(100))
+                .build()
+                .unwrap();
+            let start = Instant::now();
+            futures::executor::block_on(async {
+                let results =
+                    futures::future::join_all((1..=20).map(|i| timer.sleep(i * MS))).await;
+                assert_eq!(results.len(), 20);
+            });
+            assert!(Instant::now() - start >= 20 * MS);
+            let stats = timer.stats();
+            assert_eq!(stats.entries_fired, 20);
+            assert_eq!(stats.registered, 0);
+        },
+    );
 }
 
 #[test]
@@ -249,17 +276,25 @@ fn tokio_driver_in_a_runtime_without_time_is_an_error_and_the_default_falls_back
     });
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_thread_driven_timer_keeps_real_time_inside_a_paused_runtime() {
+#[test]
+fn a_thread_driven_timer_keeps_real_time_inside_a_paused_runtime() {
     // Its clock is fixed when it is built: the real one, even when read from a paused
     // runtime, whose clock may be behind real time or, after `advance`, far ahead of it.
-    tokio::time::advance(Duration::from_secs(3600)).await;
-    let timer = Timer::builder().driver(Driver::Thread).build().unwrap();
-    let wall = std::time::Instant::now();
-    let start = timer.now();
-    timer.sleep(20 * MS).await;
-    assert!(timer.now() - start >= 20 * MS);
-    assert!(wall.elapsed() >= 20 * MS, "never early in real time");
+    support::within(
+        WATCHDOG,
+        "a thread-driven timer in a paused runtime",
+        || {
+            paused_runtime().block_on(async {
+                tokio::time::advance(Duration::from_secs(3600)).await;
+                let timer = Timer::builder().driver(Driver::Thread).build().unwrap();
+                let wall = std::time::Instant::now();
+                let start = timer.now();
+                timer.sleep(20 * MS).await;
+                assert!(timer.now() - start >= 20 * MS);
+                assert!(wall.elapsed() >= 20 * MS, "never early in real time");
+            })
+        },
+    );
 }
 
 #[test]

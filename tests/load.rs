@@ -1,5 +1,7 @@
 //! Many timers at once: multi-thread runtimes and one huge `FuturesUnordered`.
 
+mod support;
+
 use futures::stream::{FuturesUnordered, StreamExt};
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -14,33 +16,35 @@ fn spread(i: u64, max: u64) -> u64 {
     (z ^ (z >> 31)) % max
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ten_thousand_sleeps_on_a_multi_thread_runtime_all_fire_exactly_once() {
-    const N: usize = 10_000;
-    let fired: Arc<Vec<AtomicU8>> = Arc::new((0..N).map(|_| AtomicU8::new(0)).collect());
-    let early = Arc::new(AtomicUsize::new(0));
-    let timer = Timer::current();
-    let before = timer.stats().entries_fired;
-    let mut tasks = Vec::with_capacity(N);
-    for i in 0..N {
-        let (fired, early) = (fired.clone(), early.clone());
-        tasks.push(tokio::spawn(async move {
-            let deadline = Instant::now() + Duration::from_millis(spread(i as u64, 50));
-            tickless::sleep_until(deadline).await;
-            if Instant::now() < deadline {
-                early.fetch_add(1, Ordering::SeqCst);
-            }
-            fired[i].fetch_add(1, Ordering::SeqCst);
-        }));
-    }
-    for task in tasks {
-        task.await.unwrap();
-    }
-    assert!(fired.iter().all(|count| count.load(Ordering::SeqCst) == 1));
-    assert_eq!(early.load(Ordering::SeqCst), 0);
-    // Zero-length sleeps complete without the wheel; every other one fired once.
-    assert!(timer.stats().entries_fired - before <= N as u64);
-    assert_eq!(timer.stats().registered, 0);
+#[test]
+fn ten_thousand_sleeps_on_a_multi_thread_runtime_all_fire_exactly_once() {
+    support::multi_thread().block_on(async {
+        const N: usize = 10_000;
+        let fired: Arc<Vec<AtomicU8>> = Arc::new((0..N).map(|_| AtomicU8::new(0)).collect());
+        let early = Arc::new(AtomicUsize::new(0));
+        let timer = Timer::current();
+        let before = timer.stats().entries_fired;
+        let mut tasks = Vec::with_capacity(N);
+        for i in 0..N {
+            let (fired, early) = (fired.clone(), early.clone());
+            tasks.push(tokio::spawn(async move {
+                let deadline = Instant::now() + Duration::from_millis(spread(i as u64, 50));
+                tickless::sleep_until(deadline).await;
+                if Instant::now() < deadline {
+                    early.fetch_add(1, Ordering::SeqCst);
+                }
+                fired[i].fetch_add(1, Ordering::SeqCst);
+            }));
+        }
+        for task in tasks {
+            task.await.unwrap();
+        }
+        assert!(fired.iter().all(|count| count.load(Ordering::SeqCst) == 1));
+        assert_eq!(early.load(Ordering::SeqCst), 0);
+        // Zero-length sleeps complete without the wheel; every other one fired once.
+        assert!(timer.stats().entries_fired - before <= N as u64);
+        assert_eq!(timer.stats().registered, 0);
+    })
 }
 
 #[tokio::test(start_paused = true)]

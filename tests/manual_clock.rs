@@ -1,6 +1,8 @@
 //! A manual clock: virtual time on any runtime flavour, moved only by `Timer::advance`,
 //! which fires everything due before it returns.
 
+mod support;
+
 use futures::StreamExt;
 use std::future::Future;
 use std::pin::Pin;
@@ -14,58 +16,62 @@ fn manual() -> Timer {
     Timer::builder().manual_clock().build().unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn many_tasks_on_a_multi_thread_runtime_fire_exactly_at_each_advance() {
-    const TASKS: u64 = 400;
-    let timer = manual();
-    let start = timer.now();
-    let (registered, all_registered) = mpsc::channel();
-    let (completed, completions) = mpsc::channel();
-    let mut tasks = Vec::new();
-    for i in 0..TASKS {
-        let (timer, registered, completed) = (timer.clone(), registered.clone(), completed.clone());
-        tasks.push(tokio::spawn(async move {
-            let delay = Duration::from_millis((i % 40 + 1) * 10); // 10, 20, ..., 400 ms
-            let mut sleep = timer.sleep(delay);
-            let first =
-                std::future::poll_fn(|cx| std::task::Poll::Ready(Pin::new(&mut sleep).poll(cx)))
-                    .await;
-            assert!(first.is_pending());
-            registered.send(()).unwrap();
-            sleep.await;
-            completed.send((delay, timer.now() - start)).unwrap();
-        }));
-    }
-    for _ in 0..TASKS {
-        all_registered.recv().unwrap();
-    }
-    assert_eq!(timer.stats().registered, TASKS as usize);
-
-    for step in 1..=40_u64 {
-        timer.advance(10 * MS);
-        // Deterministic: when advance returns, exactly the timers due so far have fired.
-        assert_eq!(
-            timer.stats().entries_fired,
-            step * TASKS / 40,
-            "step {step}"
-        );
-        // The clock waits for this step's tasks: each sees it at its own deadline, not a
-        // step before (early) nor after (late).
-        for _ in 0..TASKS / 40 {
-            let (delay, completed_at) = completions
-                .recv_timeout(Duration::from_secs(10))
-                .unwrap_or_else(|_| panic!("step {step}: a woken task did not complete"));
-            assert_eq!(completed_at, delay, "step {step}");
+#[test]
+fn many_tasks_on_a_multi_thread_runtime_fire_exactly_at_each_advance() {
+    support::multi_thread().block_on(async {
+        const TASKS: u64 = 400;
+        let timer = manual();
+        let start = timer.now();
+        let (registered, all_registered) = mpsc::channel();
+        let (completed, completions) = mpsc::channel();
+        let mut tasks = Vec::new();
+        for i in 0..TASKS {
+            let (timer, registered, completed) =
+                (timer.clone(), registered.clone(), completed.clone());
+            tasks.push(tokio::spawn(async move {
+                let delay = Duration::from_millis((i % 40 + 1) * 10); // 10, 20, ..., 400 ms
+                let mut sleep = timer.sleep(delay);
+                let first = std::future::poll_fn(|cx| {
+                    std::task::Poll::Ready(Pin::new(&mut sleep).poll(cx))
+                })
+                .await;
+                assert!(first.is_pending());
+                registered.send(()).unwrap();
+                sleep.await;
+                completed.send((delay, timer.now() - start)).unwrap();
+            }));
         }
-        assert!(
-            completions.try_recv().is_err(),
-            "step {step}: one completed early"
-        );
-    }
-    for task in tasks {
-        task.await.unwrap();
-    }
-    assert_eq!(timer.stats().registered, 0);
+        for _ in 0..TASKS {
+            all_registered.recv().unwrap();
+        }
+        assert_eq!(timer.stats().registered, TASKS as usize);
+
+        for step in 1..=40_u64 {
+            timer.advance(10 * MS);
+            // Deterministic: when advance returns, exactly the timers due so far have fired.
+            assert_eq!(
+                timer.stats().entries_fired,
+                step * TASKS / 40,
+                "step {step}"
+            );
+            // The clock waits for this step's tasks: each sees it at its own deadline, not a
+            // step before (early) nor after (late).
+            for _ in 0..TASKS / 40 {
+                let (delay, completed_at) = completions
+                    .recv_timeout(Duration::from_secs(10))
+                    .unwrap_or_else(|_| panic!("step {step}: a woken task did not complete"));
+                assert_eq!(completed_at, delay, "step {step}");
+            }
+            assert!(
+                completions.try_recv().is_err(),
+                "step {step}: one completed early"
+            );
+        }
+        for task in tasks {
+            task.await.unwrap();
+        }
+        assert_eq!(timer.stats().registered, 0);
+    })
 }
 
 #[test]

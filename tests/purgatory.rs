@@ -290,11 +290,7 @@ fn delayed_operations_get_exactly_one_hook() {
 #[test]
 fn checks_racing_expiry_and_drops_on_threads_end_every_operation_once() {
     const OPS: usize = 2_000;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_time()
-        .build()
-        .unwrap();
+    let runtime = support::multi_thread();
     runtime.block_on(async {
         let purgatory: Purgatory<u64, usize> = Purgatory::new();
         let go = Arc::new(AtomicBool::new(false));

@@ -71,12 +71,13 @@ enum Waiter {
 }
 
 impl Waiter {
-    fn make(kind: usize, which: Which) -> Waiter {
+    /// The waiter, and its timer if it has its own.
+    fn make(kind: usize, which: Which) -> (Waiter, Option<Timer>) {
         let timer = match which {
             Which::Own => Some(Timer::new()),
             Which::Default => None,
         };
-        match (kind, &timer) {
+        let waiter = match (kind, &timer) {
             (0, Some(timer)) => Waiter::Sleep(timer.sleep(WAIT)),
             (0, None) => Waiter::Sleep(tickless::sleep(WAIT)),
             (1, Some(timer)) => Waiter::Interval(timer.interval_at(timer.now() + WAIT, WAIT)),
@@ -91,7 +92,8 @@ impl Waiter {
             }
             (_, Some(timer)) => Waiter::Timeout(timer.timeout(WAIT, std::future::pending())),
             (_, None) => Waiter::Timeout(tickless::timeout(WAIT, std::future::pending())),
-        }
+        };
+        (waiter, timer)
     }
 
     /// Polls once; `Some(deadline)` when it completed (with the deadline it had), on the
@@ -128,20 +130,25 @@ impl Waiter {
 fn case(flavor: Flavor, which: Which, kind: usize, after: After) {
     let name = format!("{flavor:?} {which:?} kind {kind} then {after:?}");
     let rt = runtime(flavor);
-    let (mut waiter, made_at) = rt.block_on(async {
+    let (mut waiter, timer, made_at) = rt.block_on(async {
         if let Flavor::CurrentThreadPaused = flavor {
             tokio::time::advance(Duration::from_secs(3600)).await;
         }
-        let mut waiter = Waiter::make(kind, which);
+        let (mut waiter, timer) = Waiter::make(kind, which);
         let polled = std::future::poll_fn(|cx| std::task::Poll::Ready(waiter.poll(cx))).await;
         // The interval's first tick is due `WAIT` from now too: nothing completes yet.
         assert!(polled.is_none(), "completed at once");
-        (waiter, std::time::Instant::now())
+        (waiter, timer, std::time::Instant::now())
     });
     drop(rt);
     let finished = match after {
         After::Drop => {
+            // Dropped unpolled after its runtime went: it leaves nothing in its timer.
             drop(waiter);
+            if let Some(timer) = timer {
+                assert_eq!(timer.stats().registered, 0, "{name}: an entry left behind");
+                assert_eq!(timer.pending(), 0, "{name}");
+            }
             return;
         }
         After::BlockOn => {

@@ -2,6 +2,8 @@
 //! some firing, most cancelled. Memory returns to where it stood after the warm-up, and
 //! the wheel holds nothing at the end. (Its own test binary: it reads the process's RSS.)
 
+mod support;
+
 use std::time::Duration;
 use tickless::Timer;
 
@@ -67,11 +69,7 @@ use std::future::Future as _;
 
 #[test]
 fn ten_million_timers_churned_across_workers_leave_memory_and_the_wheel_as_they_were() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_time()
-        .build()
-        .unwrap();
+    let runtime = support::multi_thread();
     runtime.block_on(async {
         let timer = Timer::new();
         churn(&timer, 1_000_000).await; // warm-up: slabs, buckets and queues grown

@@ -174,6 +174,35 @@ unsafe fn drop_raw_quietly(data: *const ()) {
     unsafe { drop(Arc::from_raw(data.cast::<Faulty>())) };
 }
 
+/// A multi-thread runtime of two workers with every driver on. In a `--cfg tokio_unstable`
+/// build it runs tokio's alternative timer (`enable_alt_timer`), so CI's second pass puts
+/// every multi-thread test on that timer too; the plain pass covers tokio's standard one.
+pub fn multi_thread() -> tokio::runtime::Runtime {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.worker_threads(2).enable_all();
+    #[cfg(tokio_unstable)]
+    builder.enable_alt_timer();
+    builder.build().unwrap()
+}
+
+/// A multi-thread runtime of two workers on tokio's standard timer, whatever the build.
+pub fn multi_thread_standard_timer() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// A current-thread runtime with every driver on; its clock paused if `paused`.
+pub fn current_thread(paused: bool) -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(paused)
+        .build()
+        .unwrap()
+}
+
 /// Runs `f` on a thread and fails the test if it does not finish within `limit`: for
 /// tests whose failure is a hang or a spin.
 pub fn within<T: Send + 'static>(
