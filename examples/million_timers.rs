@@ -17,13 +17,12 @@
 //! workload stalls.
 
 use futures::stream::{FuturesUnordered, StreamExt};
+use readings::{cpu_time, rss_bytes, spread};
 use std::future::Future;
 use std::time::Duration;
-use support::{cpu_time, rss_bytes, spread};
 use tickless::{Instant, Timer};
 
-#[allow(dead_code)] // compare's child-process and table helpers are not used here
-mod support;
+mod readings;
 
 /// Deadlines are uniform in `[OFFSET, OFFSET + SPREAD)` from the start.
 const OFFSET: Duration = Duration::from_secs(1);

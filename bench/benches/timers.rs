@@ -1,10 +1,10 @@
 //! Criterion benches of the churn workloads (issue 4's W1, W1t, W4 and DQ1), every peer in
-//! the same run. The workload bodies are `examples/support/workloads.rs`, the same code
-//! `examples/compare.rs` times; that example also runs the workloads criterion cannot
+//! the same run. The workload bodies are `src/workloads.rs`, the same code the `compare`
+//! program (`src/main.rs`) times; that program also runs the workloads criterion cannot
 //! (a million timers, idle CPU, memory) and checks the targets.
 //!
 //! ```text
-//! cargo bench --bench timers
+//! cargo bench -p tickless-bench --bench timers
 //! ```
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
@@ -13,14 +13,10 @@ use std::hint::black_box;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
-#[allow(dead_code)] // the example's child-process helpers are not used here
-#[path = "../examples/support/mod.rs"]
-mod support;
-
-use support::workloads::{
+use tickless_bench::workloads::{
     in_task, register_cancel, shared_timer, spread_over_tasks, timeout_churn, AHEAD,
 };
-use support::Peer;
+use tickless_bench::Peer;
 
 fn current_thread() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()

@@ -1,4 +1,4 @@
-//! Issue 10's callback workloads for `examples/compare.rs`: tickless's `Timer::schedule`
+//! Issue 10's callback workloads for the `compare` program: tickless's `Timer::schedule`
 //! against what Rust users write today (`tokio::spawn` of a task that sleeps, kept by its
 //! `JoinHandle` to `abort()` it) and against `hierarchical_hash_wheel_timer` (a callback
 //! wheel on a thread of its own, fed through a channel).
@@ -11,7 +11,7 @@
 //!   how early (never) and late, and the process's CPU.
 //! - Memory (child process): RSS growth per pending callback, 1 hour ahead.
 
-use super::{answer, cpu_time, ms, spread};
+use crate::{answer, cpu_time, ms, spread};
 use hierarchical_hash_wheel_timer::thread_timer::TimerWithThread;
 use hierarchical_hash_wheel_timer::{
     ClosureTimer, OneShotClosureState, PeriodicClosureState, Timer,
@@ -287,7 +287,7 @@ pub fn memory(peer: &str, count: u64) {
         });
         // One scheduled and gone first, so drivers, threads and wheel levels exist.
         churn(BATCH, shared.clone()).await;
-        let before = super::rss_bytes();
+        let before = crate::rss_bytes();
         match &shared {
             Shared::Tickless(timer) => {
                 for _ in 0..count {
@@ -313,7 +313,7 @@ pub fn memory(peer: &str, count: u64) {
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
         }
-        let grown = super::rss_bytes().saturating_sub(before);
+        let grown = crate::rss_bytes().saturating_sub(before);
         answer(&[("bytes_per_callback", grown as f64 / count as f64)]);
         drop(shared);
         stop(keep);

@@ -1,4 +1,4 @@
-//! The `durable` section of `examples/compare.rs` (feature `redis`): tickless's Redis
+//! The `durable` section of the `compare` program (feature `redis`): tickless's Redis
 //! wheel against a ZSET-per-job queue (one hash and one sorted-set member per job, as
 //! Sidekiq and BullMQ keep delayed jobs), built here in Rust, on the same local
 //! `redis-server` (started here, append-only file on, `appendfsync everysec`) in the same
@@ -7,7 +7,7 @@
 
 #[path = "durable_peer.rs"]
 mod peer;
-#[path = "../../tests/support/redis_server.rs"]
+#[path = "../../tests/support/redis_server.rs"] // the tests' own server helper
 mod redis_server;
 
 use peer::Peer;

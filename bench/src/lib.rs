@@ -1,10 +1,21 @@
-//! What `examples/compare.rs` needs besides the workloads: the peers, process readings
-//! from `/proc`, child processes, and medians.
+//! tickless's benchmark suite, in a crate of its own so that the peers it measures
+//! (tokio-util, futures-timer, async-io, hierarchical_hash_wheel_timer, criterion) are
+//! never built by the library's tests. `src/main.rs` is the `compare` program (every
+//! workload, every peer, one run); `benches/timers.rs` runs the churn workloads under
+//! criterion. This library holds what both share: the workloads, the peers, process
+//! readings from `/proc`, child processes, and medians.
 
 pub mod callbacks;
+#[cfg(feature = "redis")]
+pub mod durable;
 pub mod purgatory;
 pub mod table;
 pub mod workloads;
+
+// Shared with `examples/million_timers.rs`, the crate's demo, which reads the same.
+#[path = "../../examples/readings/mod.rs"]
+mod readings;
+pub use readings::{cpu_time, rss_bytes, spread};
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -55,22 +66,6 @@ impl Peer {
     }
 }
 
-/// A deterministic spread of offsets in `[0, max)` (splitmix64).
-pub fn spread(i: u64, max: u64) -> u64 {
-    let mut z = i.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    (z ^ (z >> 31)) % max
-}
-
-/// Resident set size in bytes (Linux `/proc`; 0 elsewhere).
-pub fn rss_bytes() -> u64 {
-    std::fs::read_to_string("/proc/self/statm")
-        .ok()
-        .and_then(|statm| statm.split_whitespace().nth(1)?.parse::<u64>().ok())
-        .map_or(0, |pages| pages * 4096)
-}
-
 /// The most resident memory the process has had, in bytes (Linux `/proc`; 0 elsewhere).
 pub fn peak_rss_bytes() -> u64 {
     std::fs::read_to_string("/proc/self/status")
@@ -84,21 +79,6 @@ pub fn peak_rss_bytes() -> u64 {
                 .ok()
         })
         .map_or(0, |kib| kib * 1024)
-}
-
-/// User + system CPU time of the whole process, every thread included, dead or alive
-/// (Linux `/proc`, in units of 10 ms; zero elsewhere).
-pub fn cpu_time() -> Duration {
-    let ticks = std::fs::read_to_string("/proc/self/stat")
-        .ok()
-        .and_then(|stat| {
-            // After the command name: state, ppid, ..., utime and stime are the 12th and
-            // 13th fields (`proc(5)`: fields 14 and 15).
-            let fields: Vec<&str> = stat.rsplit(')').next()?.split_whitespace().collect();
-            Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
-        })
-        .unwrap_or(0);
-    Duration::from_millis(ticks * 10)
 }
 
 /// Voluntary context switches summed over the process's live threads: how often its

@@ -4,19 +4,15 @@
 //! results of one run are kept in `BENCHMARKS.md`.
 //!
 //! ```text
-//! cargo run --release --example compare            # the full table, about 4 minutes
-//! cargo run --release --example compare -- --quick # smaller counts, one round
-//! cargo run --release --example compare -- --only callbacks # one section
+//! cargo run --release -p tickless-bench                     # the full table, about 4 minutes
+//! cargo run --release -p tickless-bench --features redis    # with the durable section
+//! cargo run --release -p tickless-bench -- --quick          # smaller counts, one round
+//! cargo run --release -p tickless-bench -- --only callbacks # one section
 //! ```
 //!
 //! Memory, process CPU and the million-timer runs are measured in a child process per
 //! implementation (this program again, with `--child`), so that no run inherits another's
 //! freed memory or threads.
-
-#[cfg(feature = "redis")]
-#[path = "support/durable.rs"]
-mod durable;
-mod support;
 
 use futures::stream::{FuturesUnordered, StreamExt};
 use std::future::{poll_fn, Future};
@@ -24,12 +20,12 @@ use std::hint::black_box;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
-use support::table::{fmt, print_targets, Better, Samples, Target};
-use support::workloads::{
+use tickless_bench::table::{fmt, print_targets, Better, Samples, Target};
+use tickless_bench::workloads::{
     in_task, register_cancel, shared_timer, spread_over_tasks, timeout_churn, Race, YieldOnce,
     AHEAD,
 };
-use support::{answer, child, cpu_time, ms, quantile, Peer, Readings};
+use tickless_bench::{answer, child, cpu_time, ms, quantile, Peer, Readings};
 
 /// W2 and DQ2: deadlines are uniform over `SPREAD`, starting `OFFSET` after the start, so
 /// that the time it takes to register a million timers is not counted as lateness.
@@ -112,7 +108,7 @@ fn main() {
 fn durable_section(quick: bool) {
     #[cfg(feature = "redis")]
     {
-        let rows = durable::run(quick);
+        let rows = tickless_bench::durable::run(quick);
         println!("\n### Targets (issue 12, durable jobs)\n");
         println!("| target | measured | met |");
         println!("|---|---|---|");
@@ -128,7 +124,7 @@ fn durable_section(quick: bool) {
     #[cfg(not(feature = "redis"))]
     {
         let _ = quick;
-        eprintln!("the durable section needs the redis feature: cargo run --release --features redis --example compare -- --durable");
+        eprintln!("the durable section needs the redis feature: cargo run --release -p tickless-bench --features redis -- --durable");
         std::process::exit(2);
     }
 }
@@ -450,13 +446,15 @@ fn child_main(args: &[String]) {
             count,
         )),
         "dq2" => runtime.block_on(drain(arg(1) == "tickless", count)),
-        "c2" => support::callbacks::c2(arg(1), count),
+        "c2" => tickless_bench::callbacks::c2(arg(1), count),
         // purgatory <tickless|tokio|threshold> <count> <rate> <p50 ms> <p75 ms> [force]
         "purgatory" => {
             let float = |i: usize| arg(i).parse::<f64>().unwrap_or(0.0);
             match arg(1) {
-                "threshold" => support::purgatory::threshold(float(3), count, float(4), float(5)),
-                peer => support::purgatory::general(
+                "threshold" => {
+                    tickless_bench::purgatory::threshold(float(3), count, float(4), float(5))
+                }
+                peer => tickless_bench::purgatory::general(
                     peer,
                     arg(6) == "force",
                     float(3),
@@ -466,14 +464,14 @@ fn child_main(args: &[String]) {
                 ),
             }
         }
-        "cmem" => support::callbacks::memory(arg(1), count),
+        "cmem" => tickless_bench::callbacks::memory(arg(1), count),
         other => panic!("unknown child workload {other:?}"),
     }
 }
 
 /// The deadline of item `i` of `count`, relative to `start`.
 fn deadline(start: Instant, i: u64) -> Instant {
-    start + OFFSET + Duration::from_micros(support::spread(i, SPREAD.as_micros() as u64))
+    start + OFFSET + Duration::from_micros(tickless_bench::spread(i, SPREAD.as_micros() as u64))
 }
 
 /// Lateness readings from `(done, deadline)` pairs, and the time past the last deadline.
@@ -578,7 +576,7 @@ async fn idle(peer: Peer, count: u64, wait: Duration) {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
         let (tx, rx) = futures::channel::oneshot::channel();
-        let (cpu, switches, driver) = (cpu_time(), support::voluntary_switches(), wakeups());
+        let (cpu, switches, driver) = (cpu_time(), tickless_bench::voluntary_switches(), wakeups());
         std::thread::spawn(move || {
             std::thread::sleep(wait);
             let _ = tx.send(());
@@ -588,7 +586,7 @@ async fn idle(peer: Peer, count: u64, wait: Duration) {
             ("cpu_ms", ms(cpu_time() - cpu)),
             (
                 "switches",
-                (support::voluntary_switches().saturating_sub(switches)) as f64,
+                (tickless_bench::voluntary_switches().saturating_sub(switches)) as f64,
             ),
             ("driver_wakeups", wakeups() - driver),
         ]);
@@ -619,7 +617,7 @@ async fn pending_memory(peer: Peer, count: u64) {
             Poll::Ready(())
         })
         .await;
-        let before = support::rss_bytes();
+        let before = tickless_bench::rss_bytes();
         poll_fn(|cx| {
             for slot in &mut sleeps {
                 let mut sleep = Box::pin(make());
@@ -629,7 +627,7 @@ async fn pending_memory(peer: Peer, count: u64) {
             Poll::Ready(())
         })
         .await;
-        let grown = support::rss_bytes().saturating_sub(before);
+        let grown = tickless_bench::rss_bytes().saturating_sub(before);
         answer(&[("bytes_per_timer", grown as f64 / count as f64)]);
     }
     const HOUR: Duration = Duration::from_secs(3600);
@@ -875,7 +873,7 @@ fn drain_workload(sizes: &Sizes) -> Vec<Target> {
 // Callbacks: C1, C3 (in this process), C2 and memory (one child each)
 
 fn callback_workloads(sizes: &Sizes) -> Vec<Target> {
-    use support::callbacks::{arg, c1, c3, PEERS};
+    use tickless_bench::callbacks::{arg, c1, c3, PEERS};
     let (mut c1s, mut c3s) = (Samples::default(), Samples::default());
     for _ in 0..sizes.rounds {
         for peer in PEERS {

@@ -34,7 +34,7 @@
 //!   its key's high watermark passes its offset; the completer advances the watermark to
 //!   each offset when its replication completes (callbacks, no task).
 
-use super::{answer, cpu_time, ms};
+use crate::{answer, cpu_time, ms};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -624,7 +624,7 @@ fn report(
         ("achieved_rate", count as f64 / elapsed.as_secs_f64()),
         ("cpu_ms", ms(cpu)),
         ("cpu_us_per_request", ms(cpu) * 1e3 / count as f64),
-        ("peak_rss_mb", super::peak_rss_bytes() as f64 / 1e6),
+        ("peak_rss_mb", crate::peak_rss_bytes() as f64 / 1e6),
         ("completed", completed.len() as f64),
         ("expired", expired.len() as f64),
         ("unserved", unserved as f64),

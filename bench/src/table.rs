@@ -1,7 +1,7 @@
 //! Samples per implementation, printed as Markdown tables, and the issues' targets checked
 //! against the medians.
 
-use super::median;
+use crate::median;
 
 /// Which way a figure improves.
 #[derive(Clone, Copy, PartialEq, Eq)]

@@ -1,7 +1,7 @@
-//! The bodies of the churn workloads, shared by `examples/compare.rs` and `benches/`, so
-//! that both measure the same code.
+//! The bodies of the churn workloads, shared by the `compare` program (`src/main.rs`)
+//! and `benches/`, so that both measure the same code.
 
-use super::Peer;
+use crate::Peer;
 use std::future::Future;
 use std::hint::black_box;
 use std::pin::{pin, Pin};
