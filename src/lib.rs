@@ -86,12 +86,10 @@ pub use callback::Scheduled;
 pub use std::time::Duration;
 pub use time::delay_queue::{self, DelayQueue};
 pub use time::error;
-pub use time::{
-    interval, interval_at, sleep, sleep_until, timeout, timeout_at, Interval, MissedTickBehavior,
-    Sleep, Timeout,
-};
+pub use time::{Interval, MissedTickBehavior, Sleep, Timeout};
 pub use timer::{
-    BuildError, Builder, Driver, EnterGuard, Stats, Timer, MAX_SHARDS, MAX_WHEEL_SIZE,
+    interval, interval_at, sleep, sleep_until, timeout, timeout_at, BuildError, Builder, Driver,
+    EnterGuard, Stats, Timer, MAX_SHARDS, MAX_WHEEL_SIZE,
 };
 /// tokio's `Instant`, so a paused tokio clock is the timer's clock too.
 pub use tokio::time::Instant;

@@ -12,7 +12,7 @@
 //! | --- | --- |
 //! | `tryCompleteElseWatch(op, keys)` | [`Purgatory::watch`] (a future) or [`Purgatory::watch_operation`] (a [`DelayedOperation`]) |
 //! | `checkAndComplete(key)` | [`Purgatory::check`] |
-//! | `forceComplete()` | [`Watch::force_complete`], [`OperationHandle::force_complete`] |
+//! | `forceComplete()` | [`OperationHandle::force_complete`] (a [`Watch`] derefs to its handle) |
 //! | `onComplete`, `onExpiration` | [`DelayedOperation::on_complete`], [`DelayedOperation::on_expiration`] |
 //! | `cancelForKey(key)` | [`Purgatory::cancel_for_key`] |
 //! | `watched()`, `numDelayed()` | [`Purgatory::watched`], [`Purgatory::delayed`] (exact, O(1)) |
@@ -67,7 +67,6 @@ pub use op::Outcome;
 pub use threshold::{ThresholdHandle, ThresholdPurgatory, ThresholdWait};
 
 use crate::callback::Expiry;
-use crate::driver::clock::deadline_after;
 use crate::error::Error;
 use crate::sync::{lock, Mutex};
 use crate::Timer;
@@ -270,7 +269,7 @@ where
 
     /// An empty purgatory whose deadlines are kept by `timer`: its clock, its driver.
     pub fn with_timer(timer: Timer) -> Self {
-        let shards = crate::timer::default_shards();
+        let shards = Timer::default_shards();
         Purgatory {
             inner: Arc::new(Inner {
                 timer,
@@ -319,7 +318,7 @@ where
         I: IntoIterator<Item = K>,
         F: FnMut() -> Option<T> + Send + 'static,
     {
-        let deadline = deadline_after(self.inner.timer.now(), timeout);
+        let deadline = self.inner.timer.deadline_after(timeout);
         self.try_watch_until(keys, deadline, condition)
     }
 
@@ -386,7 +385,7 @@ where
         I: IntoIterator<Item = K>,
         D: DelayedOperation<Output = T>,
     {
-        let deadline = deadline_after(self.inner.timer.now(), timeout);
+        let deadline = self.inner.timer.deadline_after(timeout);
         self.handle(keys, deadline, Box::new(Delayed(operation)))
     }
 

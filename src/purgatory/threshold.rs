@@ -6,7 +6,6 @@
 
 use super::{Key, Outcome};
 use crate::callback::Expiry;
-use crate::driver::clock::deadline_after;
 use crate::error::Error;
 use crate::sync::{lock, AtomicU8, Mutex, Ordering};
 use crate::Timer;
@@ -224,7 +223,7 @@ where
 
     /// An empty purgatory whose deadlines are kept by `timer`.
     pub fn with_timer(timer: Timer) -> Self {
-        let shards = crate::timer::default_shards();
+        let shards = Timer::default_shards();
         ThresholdPurgatory {
             inner: Arc::new(Inner {
                 timer,
@@ -398,7 +397,7 @@ where
             waiter.then.deliver(Outcome::Completed(value));
             return Ok(waiter);
         }
-        let deadline = deadline_after(self.timer.now(), timeout);
+        let deadline = self.timer.deadline_after(timeout);
         let expiry = match self.timer.expire_at(deadline, Waker::from(waiter.clone())) {
             Ok(expiry) => expiry,
             Err(error) => {

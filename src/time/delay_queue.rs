@@ -3,13 +3,14 @@
 
 use crate::driver::clock::Clock;
 use crate::driver::registration::{Registration, IDLE};
+use crate::driver::shard::Shard;
 use crate::wheel::{Placed, Wheel};
-use crate::Timer;
 use futures_core::Stream;
 use std::collections::HashMap;
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -129,24 +130,14 @@ pub struct DelayQueue<T> {
 }
 
 impl<T> DelayQueue<T> {
-    /// An empty queue on the [current timer](Timer::current).
-    pub fn new() -> DelayQueue<T> {
-        DelayQueue::with_timer(Timer::current(), 0)
-    }
-
-    /// An empty queue with room for `capacity` items, on the current timer.
-    pub fn with_capacity(capacity: usize) -> DelayQueue<T> {
-        DelayQueue::with_timer(Timer::current(), capacity)
-    }
-
-    /// An empty queue with room for `capacity` items, on `timer`: its tick, its wheel
-    /// size and its driver.
-    pub fn with_timer(timer: Timer, capacity: usize) -> DelayQueue<T> {
-        let mut wheel = Wheel::new(timer.core().wheel_size);
+    /// An empty queue with room for `capacity` items, registered on `shard` (the public
+    /// constructors, which find the timer, are the `Timer` layer's: `timer/free.rs`).
+    pub(crate) fn on_shard(shard: Arc<Shard>, capacity: usize) -> DelayQueue<T> {
+        let mut wheel = Wheel::new(shard.core.wheel_size);
         wheel.reserve(capacity);
         DelayQueue {
             wheel,
-            delay: Registration::new(timer.shard().clone(), IDLE),
+            delay: Registration::new(shard, IDLE),
             armed: None,
             next_generation: 0,
             moved: HashMap::new(),
@@ -407,12 +398,6 @@ impl<T> DelayQueue<T> {
             } if expiration < armed => self.arm(expiration),
             Placed::Pending { .. } => {}
         }
-    }
-}
-
-impl<T> Default for DelayQueue<T> {
-    fn default() -> Self {
-        DelayQueue::new()
     }
 }
 

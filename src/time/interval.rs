@@ -2,7 +2,6 @@
 
 use crate::driver::registration::{Registration, ELAPSED, IDLE};
 use crate::driver::shard::Shard;
-use crate::Timer;
 use futures_core::Stream;
 use std::future::poll_fn;
 use std::pin::Pin;
@@ -13,42 +12,6 @@ use tokio::time::Instant;
 
 /// A tick later than this after its scheduled instant counts as missed (tokio's threshold).
 const MISSED_AFTER: Duration = Duration::from_millis(5);
-
-/// An [`Interval`] whose first tick completes at once, then every `period`, on the
-/// [current timer](Timer::current). Same meaning as `tokio::time::interval`.
-///
-/// # Panics
-///
-/// If `period` is zero, as tokio does. [`Timer::try_interval`] returns an error instead.
-///
-/// # Examples
-///
-/// ```
-/// use std::time::Duration;
-///
-/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-/// # async fn main() {
-/// let mut interval = tickless::interval(Duration::from_millis(10));
-/// let first = interval.tick().await; // at once
-/// let second = interval.tick().await; // 10 ms later
-/// assert_eq!(second - first, Duration::from_millis(10));
-/// # }
-/// ```
-#[track_caller]
-pub fn interval(period: Duration) -> Interval {
-    Timer::current().interval(period)
-}
-
-/// An [`Interval`] whose first tick completes at `start`, then every `period`, on the
-/// [current timer](Timer::current). Same meaning as `tokio::time::interval_at`.
-///
-/// # Panics
-///
-/// If `period` is zero, as tokio does. [`Timer::try_interval_at`] returns an error instead.
-#[track_caller]
-pub fn interval_at(start: Instant, period: Duration) -> Interval {
-    Timer::current().interval_at(start, period)
-}
 
 /// What an [`Interval`] does when a tick is missed: polled more than 5 ms after it was due.
 ///
@@ -84,7 +47,7 @@ impl MissedTickBehavior {
     }
 }
 
-/// Ticks at a fixed period. Made by [`interval`], [`interval_at`], or the [`Timer`]
+/// Ticks at a fixed period. Made by [`interval`](crate::interval), [`interval_at`](crate::interval_at), or the [`Timer`](crate::Timer)
 /// methods of the same names.
 ///
 /// Each [`tick`](Self::tick) returns the instant the tick was *scheduled* for, not when it

@@ -1,4 +1,6 @@
-//! The public futures, with the names and meaning of `tokio::time`.
+//! The public futures, with the names and meaning of `tokio::time`. They are registered
+//! on a shard they are handed; which timer is current is the `Timer` layer's business
+//! (`timer/free.rs` holds the free functions), so nothing here imports `timer`.
 
 pub mod delay_queue;
 pub mod error;
@@ -6,6 +8,6 @@ mod interval;
 mod sleep;
 mod timeout;
 
-pub use interval::{interval, interval_at, Interval, MissedTickBehavior};
-pub use sleep::{sleep, sleep_until, Sleep};
-pub use timeout::{timeout, timeout_at, Timeout};
+pub use interval::{Interval, MissedTickBehavior};
+pub use sleep::Sleep;
+pub use timeout::Timeout;

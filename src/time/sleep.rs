@@ -2,9 +2,6 @@
 
 use crate::driver::registration::{Registration, ELAPSED, IDLE, OWNER_A, OWNER_B};
 use crate::driver::shard::Shard;
-use crate::timer::current::current_shard;
-#[cfg(doc)]
-use crate::Timer;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -25,59 +22,7 @@ const FRESH: usize = OWNER_A;
 /// Not in the wheel; made by `sleep(Duration::ZERO)`: the first poll completes it.
 const DUE: usize = OWNER_B;
 
-/// Waits until `duration` has elapsed on the [current timer](Timer::current).
-///
-/// Same meaning as `tokio::time::sleep`: the future completes no earlier than `duration`
-/// from now, and within one tick (1 ms by default) plus the driver's latency after it. A
-/// zero duration completes on the first poll. Deadlines are kept to the nanosecond up to
-/// about 292 years away and saturate there, so `Duration::MAX` sleeps forever without
-/// panicking.
-///
-/// Nothing is registered until the first poll that returns `Pending`; dropping the future
-/// cancels it in O(1).
-///
-/// # Examples
-///
-/// ```
-/// use std::time::Duration;
-///
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() {
-/// tickless::sleep(Duration::from_millis(10)).await;
-/// # }
-/// ```
-///
-/// Outside a tokio runtime it runs on the process-wide timer and its driver thread:
-///
-/// ```
-/// futures::executor::block_on(tickless::sleep(std::time::Duration::from_millis(1)));
-/// ```
-pub fn sleep(duration: Duration) -> Sleep {
-    // This thread's shard of the current timer, found without cloning the timer's handle
-    // (a reference count every worker thread would share).
-    Sleep::after(current_shard(), duration)
-}
-
-/// Waits until `deadline` on the [current timer](Timer::current).
-///
-/// Same meaning as `tokio::time::sleep_until`; see [`sleep`].
-///
-/// ```
-/// use tickless::Instant;
-/// use std::time::Duration;
-///
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() {
-/// let deadline = Instant::now() + Duration::from_millis(10);
-/// tickless::sleep_until(deadline).await;
-/// assert!(Instant::now() >= deadline);
-/// # }
-/// ```
-pub fn sleep_until(deadline: Instant) -> Sleep {
-    Sleep::new(current_shard(), deadline)
-}
-
-/// Future returned by [`sleep`] and [`sleep_until`].
+/// Future returned by [`sleep`](crate::sleep) and [`sleep_until`](crate::sleep_until).
 ///
 /// Unlike tokio's, a `Sleep` is [`Unpin`] (its registration is a slab key, not an intrusive
 /// node), so it can be stored and polled in a `select!` loop without `pin!`. It is 24

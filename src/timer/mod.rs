@@ -1,8 +1,10 @@
 //! The `Timer` handle: configuration, which driver runs, and the current timer.
 
 pub(crate) mod current;
+mod free;
 
 pub use current::EnterGuard;
+pub use free::{interval, interval_at, sleep, sleep_until, timeout, timeout_at};
 
 use crate::driver::{
     self,
@@ -77,18 +79,24 @@ thread_local! {
     };
 }
 
-/// The number of shards a timer gets when the builder is not told: twice the available
-/// parallelism, at most 64, so that the few threads that run tasks are unlikely to share
-/// one.
-pub(crate) fn default_shards() -> usize {
-    static COUNT: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *COUNT.get_or_init(|| {
-        let cores = std::thread::available_parallelism().map_or(1, usize::from);
-        (2 * cores).min(64)
-    })
-}
-
 impl Timer {
+    /// The number of shards a timer gets when the builder is not told: twice the available
+    /// parallelism, at most 64, so that the few threads that run tasks are unlikely to
+    /// share one. The purgatories shard their key indexes by the same rule.
+    pub(crate) fn default_shards() -> usize {
+        static COUNT: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+        *COUNT.get_or_init(|| {
+            let cores = std::thread::available_parallelism().map_or(1, usize::from);
+            (2 * cores).min(64)
+        })
+    }
+
+    /// The instant `timeout` from now on this timer's clock, saturated to a far but
+    /// representable instant (so `Duration::MAX` is a valid timeout).
+    pub(crate) fn deadline_after(&self, timeout: Duration) -> Instant {
+        crate::driver::clock::deadline_after(self.now(), timeout)
+    }
+
     fn from_parts(core: Arc<Core>, shards: Box<[Arc<Shard>]>, max_pending: Option<usize>) -> Timer {
         if let Some(max) = max_pending {
             core.set_max_pending(max);
@@ -405,7 +413,7 @@ pub struct Builder {
     tick: Option<Duration>,
     max_pending: Option<usize>,
     wheel_size: usize,
-    /// `None`: [`default_shards`].
+    /// `None`: [`Timer::default_shards`].
     shards: Option<usize>,
     driver: Option<Driver>,
     manual_clock: bool,
@@ -505,7 +513,7 @@ impl Builder {
         if !(2..=MAX_WHEEL_SIZE).contains(&self.wheel_size) || !self.wheel_size.is_power_of_two() {
             return Err(BuildError(ErrorKind::WheelSize(self.wheel_size)));
         }
-        let shards = self.shards.unwrap_or_else(default_shards);
+        let shards = self.shards.unwrap_or_else(Timer::default_shards);
         if !(1..=MAX_SHARDS).contains(&shards) {
             return Err(BuildError(ErrorKind::Shards(shards)));
         }
