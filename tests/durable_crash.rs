@@ -1,15 +1,22 @@
-//! Crash tests with real processes: leaders, workers and schedulers are
-//! `tickless-durable` processes killed with SIGKILL (`Child::kill`), and Redis itself is
-//! killed and restarted from its append-only file. Every job a scheduler saw confirmed
-//! must be handled (0 lost); a job may be handled twice only if its first handler had
-//! started in a worker that was killed; nothing is handed out before its due time.
-#![cfg(feature = "redis")]
+//! Crash tests with real processes: leaders, workers and schedulers are processes
+//! killed with SIGKILL (`Child::kill`), and Redis itself is killed and restarted from its
+//! append-only file. Every job a scheduler saw confirmed must be handled (0 lost); a job
+//! may be handled twice only if its first handler had started in a worker that was
+//! killed; nothing is handed out before its due time.
+//!
+//! The processes are this binary started again as a role (`roles.rs`), so it has a
+//! `main` of its own (`harness = false`): given `role ...` it is that role; otherwise it
+//! runs the tests below one at a time (each runs a Redis and a handful of processes on 2
+//! cores, so that none's margins are eaten by another's load), taking the names given
+//! on its command line as filters, as libtest does.
 
+#[path = "durable_crash/roles.rs"]
+mod roles;
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use support::RedisServer;
@@ -24,17 +31,84 @@ const BUSY_LEASE_MS: u64 = 750;
 /// script's round trip, a busy 2-core machine.
 const MARGIN_MS: u64 = 250;
 
-/// The crash tests each run a Redis and a handful of processes on 2 cores: one at a
-/// time, so that none's margins are eaten by another's load.
-static HEAVY: Mutex<()> = Mutex::new(());
+/// The tests, run one at a time by `main`.
+const TESTS: [(&str, fn()); 3] = [
+    (
+        "kill_9_of_leader_worker_and_scheduler_loses_nothing",
+        kill_9_of_leader_worker_and_scheduler_loses_nothing,
+    ),
+    (
+        "redis_killed_and_restarted_from_its_aof_loses_nothing",
+        redis_killed_and_restarted_from_its_aof_loses_nothing,
+    ),
+    (
+        "leader_and_worker_ride_out_a_long_redis_outage",
+        leader_and_worker_ride_out_a_long_redis_outage,
+    ),
+];
 
-fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    HEAVY
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some(roles::ROLE) {
+        return roles::main(&args[1..]);
+    }
+    if args.iter().any(|arg| arg == "--list") {
+        for (name, _) in TESTS {
+            println!("{name}: test");
+        }
+        return ExitCode::SUCCESS;
+    }
+    let filters: Vec<&String> = args.iter().filter(|arg| !arg.starts_with('-')).collect();
+    let exact = args.iter().any(|arg| arg == "--exact");
+    let chosen: Vec<_> = TESTS
+        .iter()
+        .filter(|(name, _)| {
+            filters.is_empty()
+                || filters.iter().any(|f| {
+                    if exact {
+                        name == f
+                    } else {
+                        name.contains(f.as_str())
+                    }
+                })
+        })
+        .collect();
+    let started = Instant::now();
+    println!("\nrunning {} tests", chosen.len());
+    let mut failed = Vec::new();
+    for (name, test) in &chosen {
+        println!("test {name} ...");
+        let outcome = std::panic::catch_unwind(test);
+        println!(
+            "test {name} ... {}",
+            if outcome.is_ok() { "ok" } else { "FAILED" }
+        );
+        if outcome.is_err() {
+            failed.push(*name);
+        }
+    }
+    if !failed.is_empty() {
+        println!("\nfailures:");
+        for name in &failed {
+            println!("    {name}");
+        }
+    }
+    println!(
+        "\ntest result: {}. {} passed; {} failed; 0 ignored; 0 measured; {} filtered out; finished in {:.2}s\n",
+        if failed.is_empty() { "ok" } else { "FAILED" },
+        chosen.len() - failed.len(),
+        failed.len(),
+        TESTS.len() - chosen.len(),
+        started.elapsed().as_secs_f64()
+    );
+    if failed.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(101)
+    }
 }
 
-/// A role of `tickless-durable`, its stdout collected line by line.
+/// A role ([`roles`]): this binary started again, its stdout collected line by line.
 struct Proc {
     name: String,
     child: Child,
@@ -46,12 +120,13 @@ struct Proc {
 
 impl Proc {
     fn spawn(name: &str, args: &[String]) -> Proc {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_tickless-durable"))
+        let mut child = Command::new(std::env::current_exe().expect("this test binary"))
+            .arg(roles::ROLE)
             .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
-            .expect("run tickless-durable");
+            .expect("start a role");
         let lines = Arc::new(Mutex::new(Vec::new()));
         let out = child.stdout.take().expect("piped stdout");
         let sink = lines.clone();
@@ -248,9 +323,7 @@ fn check(
     repeated
 }
 
-#[test]
 fn kill_9_of_leader_worker_and_scheduler_loses_nothing() {
-    let _heavy = one_at_a_time();
     let server = RedisServer::start();
     let url = server.url();
     let q = "crash";
@@ -385,9 +458,7 @@ fn kill_9_of_leader_worker_and_scheduler_loses_nothing() {
     );
 }
 
-#[test]
 fn redis_killed_and_restarted_from_its_aof_loses_nothing() {
-    let _heavy = one_at_a_time();
     let mut server = RedisServer::start();
     let url = server.url();
     let q = "restart";
@@ -436,9 +507,7 @@ fn redis_killed_and_restarted_from_its_aof_loses_nothing() {
 
 /// Longer than the connection's own reconnect attempts (about 7 s): the leader and the
 /// worker keep retrying with backoff and carry on when Redis is back.
-#[test]
 fn leader_and_worker_ride_out_a_long_redis_outage() {
-    let _heavy = one_at_a_time();
     support::multi_thread().block_on(async {
         use tickless::durable::{LeaderOptions, When, WorkerOptions};
         let mut server = RedisServer::start();
