@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Checks what tickless does in a `panic = "abort"` build, where no panic can be caught
-# (see examples/panic_abort.rs): with time enabled it works; without, the first timer
+# (see tests/abort-check/src/main.rs): with time enabled it works; without, the first timer
 # aborts the process with tokio's own message, exactly as tokio::time::sleep does.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-cargo build --quiet --profile abort-check --example panic_abort
+cargo build --quiet --profile abort-check -p tickless-abort-check
 # Wherever cargo puts its output: CARGO_TARGET_DIR, a config's build.target-dir, or target/.
 target_dir=$(cargo metadata --format-version 1 --no-deps |
   sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
-bin="${target_dir:?cargo metadata named no target directory}/abort-check/examples/panic_abort"
+bin="${target_dir:?cargo metadata named no target directory}/abort-check/tickless-abort-check"
 
 "$bin" with-time
 
