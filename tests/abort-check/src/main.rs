@@ -35,7 +35,7 @@ fn main() {
             println!("without-time: completed (expected tokio's abort)");
         }
         other => {
-            eprintln!("usage: panic_abort with-time|without-time (got {other:?})");
+            eprintln!("usage: tickless-abort-check with-time|without-time (got {other:?})");
             std::process::exit(2);
         }
     }
