@@ -1,24 +1,17 @@
 //! tokio's alternative timer (`--cfg tokio_unstable`, `Builder::enable_alt_timer`).
 #![cfg(tokio_unstable)]
 
+mod support;
+
 use std::future::Future;
 use std::pin::pin;
 use std::task::Poll;
 use std::time::Duration;
 
-fn alt_runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_alt_timer()
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 #[test]
 fn a_runtime_on_the_alt_timer_shuts_down_under_a_pending_tickless_sleep() {
     for _ in 0..20 {
-        let runtime = alt_runtime();
+        let runtime = support::alt_timer();
         runtime.block_on(async {
             tickless::sleep(Duration::from_millis(1)).await;
             let (registered, is_registered) = tokio::sync::oneshot::channel();
@@ -41,7 +34,7 @@ fn a_runtime_on_the_alt_timer_shuts_down_under_a_pending_tickless_sleep() {
 #[test]
 fn ten_thousand_sleeps_on_the_alt_timer_fire_once_and_never_early() {
     const N: u64 = 10_000;
-    let runtime = alt_runtime();
+    let runtime = support::alt_timer();
     let early = runtime.block_on(async {
         let tasks: Vec<_> = (0..N)
             .map(|i| {
@@ -66,7 +59,7 @@ fn ten_thousand_sleeps_on_the_alt_timer_fire_once_and_never_early() {
 #[test]
 fn timeout_interval_and_delay_queue_keep_their_promises_on_the_alt_timer() {
     use futures::StreamExt;
-    let runtime = alt_runtime();
+    let runtime = support::alt_timer();
     runtime.block_on(async {
         let start = tickless::Instant::now();
         let elapsed = tickless::timeout(Duration::from_millis(20), std::future::pending::<()>());
@@ -104,7 +97,7 @@ fn timeout_interval_and_delay_queue_keep_their_promises_on_the_alt_timer() {
 /// task on the alternative timer (a reset there registers with tokio): it still fires.
 #[test]
 fn a_sleep_moved_earlier_from_a_plain_thread_fires_on_the_alt_timer() {
-    let runtime = alt_runtime();
+    let runtime = support::alt_timer();
     let timer = runtime.block_on(async { tickless::Timer::new() });
     let (moved, was_moved) = std::sync::mpsc::channel::<()>();
     let sleeper = timer.clone();
@@ -149,7 +142,7 @@ fn a_sleep_moved_earlier_from_a_plain_thread_fires_on_the_alt_timer() {
 fn callbacks_and_purgatory_expiries_run_on_the_alt_timer() {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
-    let runtime = alt_runtime();
+    let runtime = support::alt_timer();
     runtime.block_on(async {
         let timer = tickless::Timer::current();
         let ran = Arc::new(AtomicUsize::new(0));

@@ -48,16 +48,9 @@ enum Flavor {
 
 fn case(flavor: Flavor, own_timer: bool, timeout: bool, spawn_first: bool) {
     let runtime = match flavor {
-        Flavor::MultiThread => tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_time()
-            .build(),
+        Flavor::MultiThread => Ok(support::multi_thread_standard_timer()),
         #[cfg(tokio_unstable)]
-        Flavor::MultiThreadAltTimer => tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_alt_timer()
-            .enable_time()
-            .build(),
+        Flavor::MultiThreadAltTimer => Ok(support::alt_timer()),
         Flavor::CurrentThreadWithThreadDriver => tokio::runtime::Builder::new_current_thread()
             .enable_time()
             .build(),

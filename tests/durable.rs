@@ -239,6 +239,162 @@ async fn a_leader_whose_lease_ended_is_fenced_out() {
     assert_eq!(new.stats().promoted, 1);
 }
 
+/// A scheduler that brings work near shortens the leader's lease to the leader's own
+/// `busy_lease`, whatever it is set to (the scripts once used the default, 750 ms), so a
+/// dead leader is replaced within it.
+#[tokio::test]
+async fn near_work_shortens_the_lease_to_the_leaders_own_busy_lease() {
+    let server = RedisServer::start();
+    let name = queue_name("busy");
+    let queue = Queue::connect(&server.url(), &name).await.unwrap();
+    queue.set_manual_clock(Some(at(T0))).await.unwrap();
+    let mut options = LeaderOptions::default();
+    options.busy_lease = Duration::from_millis(200);
+    options.idle_lease = Duration::from_secs(60);
+    let mut leader = queue.leader(options);
+    leader.step().await.unwrap();
+    assert!(leader.is_leading());
+    // Renewed on an idle queue: the lease runs to the idle lease's end.
+    tokio::time::sleep(Duration::from_millis(120)).await;
+    leader.step().await.unwrap();
+    let mut conn = redis::Client::open(server.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let meta = format!("tickless:{{{name}}}:meta");
+    let expires = |conn: &mut redis::aio::MultiplexedConnection| {
+        let mut conn = conn.clone();
+        let meta = meta.clone();
+        async move {
+            let expires: u64 = redis::cmd("HGET")
+                .arg(&meta)
+                .arg("expires")
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            expires
+        }
+    };
+    assert_eq!(expires(&mut conn).await, T0 + 60_000, "an idle lease");
+    queue.schedule("near", b"", at(T0 + 50)).await.unwrap();
+    assert_eq!(
+        expires(&mut conn).await,
+        T0 + 200,
+        "shortened to the busy lease"
+    );
+}
+
+/// The fencing token never goes back, even when `meta` (which keeps it) is lost: a
+/// leadership after that still outranks every one before (it restarted at 1).
+#[tokio::test]
+async fn the_fencing_token_grows_even_when_meta_is_lost() {
+    let server = RedisServer::start();
+    let name = queue_name("token");
+    let queue = Queue::connect(&server.url(), &name).await.unwrap();
+    let mut tokens = Vec::new();
+    for _ in 0..3 {
+        let mut leader = queue.leader(LeaderOptions::default());
+        leader.step().await.unwrap();
+        assert!(leader.is_leading());
+        tokens.push(leader.stats().token);
+        let mut conn = redis::Client::open(server.url())
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        let _: () = redis::cmd("DEL")
+            .arg(format!("tickless:{{{name}}}:meta"))
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+    }
+    assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
+}
+
+/// A delay counts from Redis `TIME` to the microsecond: the due time is never before the
+/// moment Redis received the call plus the delay. (Counted from `TIME` rounded down to the
+/// millisecond, jobs came due up to 0.999 ms early: every round here found that.)
+#[tokio::test]
+async fn a_delay_is_counted_from_the_microsecond_redis_got_the_call() {
+    let server = RedisServer::start();
+    let queue = queue(&server, "micro").await;
+    let mut conn = redis::Client::open(server.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    for round in 0..50_u64 {
+        let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
+        let before_us = secs * 1_000_000 + micros;
+        let delay = Duration::from_micros(1_000 + 37 * round);
+        let id = format!("m{round}");
+        queue.schedule(&id, b"", delay).await.unwrap();
+        let due = queue.job(&id).await.unwrap().unwrap().due;
+        let due_us = due
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_micros() as u64;
+        let earliest = before_us + delay.as_micros() as u64;
+        assert!(
+            due_us >= earliest,
+            "round {round}: due {due_us} us, asked for no earlier than {earliest} us"
+        );
+        // And at most the rounding to the millisecond later than the call's own instant
+        // (which comes after `before_us`, by a round trip at most).
+        assert!(
+            due_us < earliest + 1_000 + 100_000,
+            "round {round}: due {due_us}, {earliest}"
+        );
+    }
+}
+
+/// No password reaches an error, `Debug`, `Display` or `Queue::url`, whether the URL
+/// parses or not, the server is unreachable or refuses the password, or the queue is
+/// open.
+#[tokio::test]
+async fn a_password_in_the_url_never_shows() {
+    const SECRET: &str = "S3cret-xyzzy";
+    let server = RedisServer::start();
+    let port = server.port();
+    let unreachable = [
+        format!("redis://:{SECRET}@127.0.0.1:1/"),
+        format!("redis://app:{SECRET}@127.0.0.1:1/"),
+        format!("redis://{SECRET}@127.0.0.1:1/"),
+        format!("redis://app:{SECRET}@[not a host/"),
+        format!("http://app:{SECRET}@127.0.0.1:1/"),
+        format!("redis+unix:///nowhere.sock?pass={SECRET}"),
+        // The server answers but refuses the password: it has none.
+        format!("redis://app:{SECRET}@127.0.0.1:{port}/"),
+    ];
+    for url in &unreachable {
+        let err = Queue::connect(url, "q").await.unwrap_err();
+        for shown in [err.to_string(), format!("{err:?}")] {
+            assert!(!shown.contains(SECRET), "{shown}");
+        }
+    }
+    let mut conn = redis::Client::open(server.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg(&["SET", "requirepass", SECRET])
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let url = format!("redis://:{SECRET}@127.0.0.1:{port}/");
+    let queue = Queue::connect(&url, &queue_name("secret")).await.unwrap();
+    assert_eq!(queue.url(), format!("redis://:***@127.0.0.1:{port}/"));
+    let debug = format!("{queue:?}");
+    assert!(
+        !debug.contains(SECRET) && debug.contains(":***@"),
+        "{debug}"
+    );
+    let err = Queue::connect(&url, "a{b}").await.unwrap_err();
+    assert!(!err.to_string().contains(SECRET), "{err}");
+}
+
 #[tokio::test]
 async fn bad_input_gets_clear_errors() {
     let err = Queue::connect("redis://127.0.0.1:1/", "q")
@@ -253,6 +409,14 @@ async fn bad_input_gets_clear_errors() {
         let err = Queue::connect(&server.url(), name).await.unwrap_err();
         assert!(err.is_invalid_queue_name(), "{err}");
     }
+    // A huge bad name is not repeated whole in the message.
+    let err = Queue::connect(&server.url(), &"{".repeat(1 << 20))
+        .await
+        .unwrap_err();
+    assert!(
+        err.is_invalid_queue_name() && err.to_string().len() < 300,
+        "{err}"
+    );
     let queue = queue(&server, "bad").await;
     let big = vec![0u8; tickless::durable::MAX_PAYLOAD_BYTES + 1];
     let err = queue

@@ -8,14 +8,6 @@ use std::sync::Arc;
 use std::time::Duration;
 use tickless::{Instant, Timer};
 
-/// A cheap deterministic spread of deadlines (splitmix64).
-fn spread(i: u64, max: u64) -> u64 {
-    let mut z = i.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    (z ^ (z >> 31)) % max
-}
-
 #[test]
 fn ten_thousand_sleeps_on_a_multi_thread_runtime_all_fire_exactly_once() {
     support::multi_thread().block_on(async {
@@ -28,7 +20,8 @@ fn ten_thousand_sleeps_on_a_multi_thread_runtime_all_fire_exactly_once() {
         for i in 0..N {
             let (fired, early) = (fired.clone(), early.clone());
             tasks.push(tokio::spawn(async move {
-                let deadline = Instant::now() + Duration::from_millis(spread(i as u64, 50));
+                let deadline =
+                    Instant::now() + Duration::from_millis(support::Rng(i as u64).below(50));
                 tickless::sleep_until(deadline).await;
                 if Instant::now() < deadline {
                     early.fetch_add(1, Ordering::SeqCst);
@@ -55,7 +48,7 @@ async fn a_million_sleeps_in_one_futures_unordered_all_complete_on_time() {
     let start = Instant::now();
     let mut all: FuturesUnordered<_> = (0..N)
         .map(|i| {
-            let deadline = start + Duration::from_micros(spread(i, 1_000_000));
+            let deadline = start + Duration::from_micros(support::Rng(i).below(1_000_000));
             async move {
                 tickless::sleep_until(deadline).await;
                 Instant::now() - deadline

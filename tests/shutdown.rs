@@ -48,16 +48,9 @@ fn runtime(flavor: Flavor) -> tokio::runtime::Runtime {
             .enable_time()
             .start_paused(true)
             .build(),
-        Flavor::MultiThread => tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_time()
-            .build(),
+        Flavor::MultiThread => Ok(support::multi_thread_standard_timer()),
         #[cfg(tokio_unstable)]
-        Flavor::MultiThreadAltTimer => tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_alt_timer()
-            .enable_time()
-            .build(),
+        Flavor::MultiThreadAltTimer => Ok(support::alt_timer()),
     }
     .unwrap()
 }

@@ -1,11 +1,13 @@
 //! The one error type of [`crate::durable`].
 
+use super::redact::{redact, scrub};
 use std::fmt;
 
 /// What went wrong in a call to Redis-backed jobs: an opaque error with `is_*` predicates.
 ///
 /// Its `Display` names what failed and where (the URL, the queue's key, the job id), in
 /// lowercase, e.g. `cannot connect to redis at redis://127.0.0.1:1/: connection refused`.
+/// A URL's password never appears: it reads `***` (`redis://app:***@host/`).
 ///
 /// # Examples
 ///
@@ -41,16 +43,18 @@ impl Error {
     }
 
     pub(crate) fn invalid_url(url: &str, why: impl fmt::Display) -> Error {
+        let (shown, why) = (redact(url), scrub(&why.to_string(), url));
         Error::new(
             Kind::InvalidUrl,
-            format!("invalid redis url {url:?}: {why}"),
+            format!("invalid redis url {shown:?}: {why}"),
         )
     }
 
     pub(crate) fn connect(url: &str, why: impl fmt::Display) -> Error {
+        let (shown, why) = (redact(url), scrub(&why.to_string(), url));
         Error::new(
             Kind::Connect,
-            format!("cannot connect to redis at {url}: {why}"),
+            format!("cannot connect to redis at {shown}: {why}"),
         )
     }
 
@@ -63,13 +67,19 @@ impl Error {
 
     pub(crate) fn invalid_id(id: &str, why: &str) -> Error {
         let shown: String = id.chars().take(64).collect();
-        Error::new(Kind::InvalidId, format!("invalid job id {shown:?}: {why}"))
+        let cut = if shown.len() < id.len() { "..." } else { "" };
+        Error::new(
+            Kind::InvalidId,
+            format!("invalid job id {shown:?}{cut}: {why}"),
+        )
     }
 
     pub(crate) fn invalid_queue_name(name: &str, why: &str) -> Error {
+        let shown: String = name.chars().take(64).collect();
+        let cut = if shown.len() < name.len() { "..." } else { "" };
         Error::new(
             Kind::InvalidQueueName,
-            format!("invalid queue name {name:?}: {why}"),
+            format!("invalid queue name {shown:?}{cut}: {why}"),
         )
     }
 

@@ -320,10 +320,14 @@ impl Leader {
     }
 
     async fn acquire(&mut self) -> Result<(), Error> {
+        // The busy lease is both the first lease and what schedulers shorten it to.
         let ttl = self.options.busy_lease.as_millis().to_string();
         let reply = self
             .queue
-            .call(&scripts().acquire, &[self.name.as_bytes(), ttl.as_bytes()])
+            .call(
+                &scripts().acquire,
+                &[self.name.as_bytes(), ttl.as_bytes(), ttl.as_bytes()],
+            )
             .await?;
         let local = Instant::now();
         let now = reply.int(2)?.max(0) as u64;

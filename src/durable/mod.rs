@@ -105,6 +105,7 @@ mod inspect;
 mod leader;
 mod leader_handle;
 mod queue;
+mod redact;
 mod reply;
 mod scripts;
 mod stats;

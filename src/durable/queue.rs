@@ -1,6 +1,7 @@
 //! [`Queue`]: a handle to one queue's keys, for scheduling, cancelling and looking.
 
 use super::error::Error;
+use super::redact::redact;
 use super::reply::Reply;
 use super::scripts::{scripts, Script};
 use redis::aio::ConnectionManager;
@@ -30,8 +31,9 @@ const PIPELINE_CALLS: usize = 32;
 /// When a job is due: at a time, or after a delay from now on the queue's clock.
 ///
 /// `From<SystemTime>` and `From<Duration>` make either one an argument of
-/// [`Queue::schedule`] as it is. Times are rounded up to whole milliseconds, so a job is
-/// never due earlier than asked.
+/// [`Queue::schedule`] as it is. A job is never due earlier than asked: a time is rounded
+/// up to the millisecond; a delay is counted from Redis `TIME` to the microsecond, then
+/// rounded up.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum When {
     /// Due at this time, judged by the queue's clock (Redis `TIME`).
@@ -53,11 +55,15 @@ impl From<Duration> for When {
 }
 
 impl When {
-    /// The script argument: `a<ms>` or `r<ms>`, rounded up, saturated.
+    /// The script argument: `a<ms>`, or `r<us>` counted by the script from Redis `TIME`'s
+    /// microseconds; rounded up, saturated.
     pub(crate) fn arg(self) -> String {
         match self {
             When::At(at) => format!("a{}", unix_ms_ceil(at)),
-            When::After(after) => format!("r{}", ms_ceil(after).min(MAX_DUE_MS)),
+            When::After(after) => {
+                let us = u64::try_from(after.as_nanos().div_ceil(1_000)).unwrap_or(u64::MAX);
+                format!("r{}", us.min(MAX_DUE_MS * 1_000))
+            }
         }
     }
 }
@@ -111,6 +117,7 @@ pub struct Queue {
 struct Inner {
     client: redis::Client,
     conn: ConnectionManager,
+    /// Redacted (see [`redact`]): the client keeps the credentials.
     url: String,
     name: String,
     prefix: String,
@@ -181,7 +188,7 @@ impl Queue {
             inner: Arc::new(Inner {
                 client,
                 conn,
-                url: url.to_string(),
+                url: redact(url),
                 name: name.to_string(),
                 meta: format!("{prefix}meta"),
                 prefix,
@@ -215,7 +222,8 @@ impl Queue {
         &self.inner.name
     }
 
-    /// The URL this queue was opened with.
+    /// The URL this queue was opened with, its password shown as `***`
+    /// (`redis://app:***@host:6379/`): fit for logs and screens.
     pub fn url(&self) -> &str {
         &self.inner.url
     }

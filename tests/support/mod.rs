@@ -185,6 +185,17 @@ pub fn multi_thread() -> tokio::runtime::Runtime {
     builder.build().unwrap()
 }
 
+/// A multi-thread runtime of two workers on tokio's alternative timer.
+#[cfg(tokio_unstable)]
+pub fn alt_timer() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_alt_timer()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 /// A multi-thread runtime of two workers on tokio's standard timer, whatever the build.
 pub fn multi_thread_standard_timer() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()

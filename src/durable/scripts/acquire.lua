@@ -1,9 +1,10 @@
 -- acquire.lua: a candidate takes the leadership if nobody holds a live lease.
 --
 -- KEYS[1]  meta
--- ARGV     holder (a name for this process), ttl_ms
--- Returns  { 1, token, now, expires } when taken: the fencing token is one more than the
---          previous leadership's, so it increases on every new leadership;
+-- ARGV     holder (a name for this process), ttl_ms, busy_ms (the leader's busy lease,
+--          kept in meta's `busy` for the scripts that shorten the lease: lib.lua's flush)
+-- Returns  { 1, token, now, expires } when taken: the fencing token is above every
+--          earlier leadership's, so it increases on every new leadership;
 --          { 0, holder, now, expires } when another holder's lease is live.
 --
 -- Invariant: at any time on the queue's clock at most one lease is live (expires > now),
@@ -13,7 +14,14 @@ local expires = number(META, 'expires', m.expires) or 0
 if m.holder and m.holder ~= '' and expires > now then
   return { 0, m.holder, now, expires }
 end
-local token = redis.call('HINCRBY', META, 'token', 1)
+-- The token grows with every leadership even if meta was lost (deleted, or a failover
+-- that dropped its last writes): never below the real clock in microseconds, which runs
+-- ahead of any count of leaderships kept before (each needs a lease to end first).
+local t = redis.call('TIME')
+local floor = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local token = math.max((number(META, 'token', redis.call('HGET', META, 'token')) or 0) + 1, floor)
+redis.call('HSET', META, 'token', int(token))
 expires = now + tonumber(ARGV[2])
-redis.call('HSET', META, 'holder', ARGV[1], 'expires', int(expires), 'armed', 0)
+redis.call('HSET', META, 'holder', ARGV[1], 'expires', int(expires), 'armed', 0,
+  'busy', int(tonumber(ARGV[3])))
 return { 1, token, now, expires }

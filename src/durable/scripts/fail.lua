@@ -10,7 +10,7 @@
 -- schedule.lua would (the wake published if earlier than the leader's), a dead job goes
 -- to `dead` with loc 'd'. The error text is kept in `errors` until the job completes or
 -- is removed.
-local now, m = meta({ 'armed', 'expires' })
+local now, m = meta({ 'armed', 'expires', 'busy' })
 local id, attempt = ARGV[1], tonumber(ARGV[2])
 local rec = redis.call('HGET', JOBS, id)
 if not rec then
@@ -30,5 +30,5 @@ end
 j.due = now + tonumber(ARGV[3])
 local b = batch()
 insert(b, id, j, now, horizon(now + LEAD))
-flush(b, now, m.armed, m.expires)
+flush(b, now, m)
 return { now, 1 }

@@ -33,7 +33,10 @@ local W0, SPAN, KMAX = 1024, 64, 6
 local LEAD = 256
 -- A bucket is drained at most DRAIN jobs per script call.
 local DRAIN = 256
--- A leader lease shortened for near work ends no later than now + BUSY.
+-- A leader lease shortened for near work ends no later than now + the leader's busy
+-- lease, which the leader passes to acquire.lua and which meta's `busy` keeps for every
+-- script that schedules; BUSY is the default (`LeaderOptions::busy_lease`'s) for a meta
+-- written before there was a `busy` field.
 local BUSY = 750
 
 local function int(n)
@@ -55,13 +58,34 @@ local function number(key, field, value)
   return n
 end
 
--- Milliseconds on this queue's clock.
+-- The clock's last reading, as whole seconds and microseconds within the second: what a
+-- relative due time is counted from (see `due_after`).
+local CLOCK_S, CLOCK_US = 0, 0
+
+-- Milliseconds on this queue's clock, rounded down ("now" never runs ahead).
 local function clock(manual)
   if manual then
+    CLOCK_S, CLOCK_US = math.floor(manual / 1000), (manual % 1000) * 1000
     return manual
   end
   local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  CLOCK_S, CLOCK_US = tonumber(t[1]), tonumber(t[2])
+  return CLOCK_S * 1000 + math.floor(CLOCK_US / 1000)
+end
+
+-- The due time, in ms rounded up, of a job due `us` microseconds after the clock's last
+-- reading: never before that instant, to the microsecond. (Counted from "now" in whole
+-- ms, it could be due up to 0.999 ms early.) Exact in doubles below 2^50 us (35 years);
+-- past that, a millisecond later than the rounded sum, which is never early either.
+local function due_after(us)
+  if us <= 0 then
+    -- Due at the reading itself: due now, by the clock's own (rounded down) "now".
+    return CLOCK_S * 1000 + math.floor(CLOCK_US / 1000)
+  end
+  if us < 2 ^ 50 then
+    return CLOCK_S * 1000 + math.ceil((CLOCK_US + us) / 1000)
+  end
+  return CLOCK_S * 1000 + math.ceil(us / 1000) + 1
 end
 
 -- Reads meta fields `names` and "now"; numbers where the field must be a number.
@@ -199,10 +223,11 @@ local function insert(b, id, j, now, h)
   b.writes[#b.writes + 1] = record(j)
 end
 
--- Applies a batch. `armed` is meta's `armed` (the earliest time the leader is known to
--- wake for); an earlier new wake is published on the queue's channel, and shortens the
--- leader's lease to max(wake, now + BUSY) so that a dead leader is replaced in time.
-local function flush(b, now, armed, expires)
+-- Applies a batch. `m` holds meta's `armed` (the earliest time the leader is known to
+-- wake for), `expires` and `busy` (`nil`: no leader to tell); an earlier new wake is
+-- published on the queue's channel, and shortens the leader's lease to
+-- max(wake, now + busy) so that a dead leader is replaced in time.
+local function flush(b, now, m)
   for _, pair in ipairs(b.order) do
     local member, score = pair[1], pair[2]
     redis.call('SADD', bucket_key(member), unpack(b.sets[member]))
@@ -219,10 +244,10 @@ local function flush(b, now, armed, expires)
   if #b.writes > 0 then
     redis.call('HSET', JOBS, unpack(b.writes))
   end
-  armed = tonumber(armed)
+  local armed = m and tonumber(m.armed)
   if b.wake ~= nil and armed ~= nil and armed > 0 and b.wake < armed then
-    local e = tonumber(expires) or 0
-    local short = math.max(b.wake, now + BUSY)
+    local e = tonumber(m.expires) or 0
+    local short = math.max(b.wake, now + (tonumber(m.busy) or BUSY))
     if e > short then
       e = short
     end

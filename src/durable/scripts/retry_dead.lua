@@ -6,7 +6,7 @@
 --
 -- Keeps I1-I5: the job leaves `dead` for `ready` with its attempts reset and its error
 -- kept until it completes.
-local now, m = meta({ 'armed', 'expires' })
+local now, m = meta({ 'armed', 'expires', 'busy' })
 local id = ARGV[1]
 local rec = redis.call('HGET', JOBS, id)
 if not rec then
@@ -21,5 +21,5 @@ j.att = 0
 j.due = now
 local b = batch()
 insert(b, id, j, now, horizon(now + LEAD))
-flush(b, now, m.armed, m.expires)
+flush(b, now, m)
 return 1

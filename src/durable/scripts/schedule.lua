@@ -2,14 +2,14 @@
 --
 -- KEYS[1]  meta
 -- ARGV     n, then n times: id, when, max_attempts, payload
---          when is 'a<ms>' (due at that time on the queue's clock) or 'r<ms>' (due that
---          many ms from now)
+--          when is 'a<ms>' (due at that time on the queue's clock) or 'r<us>' (due that
+--          many microseconds from now, to the microsecond: see lib.lua's due_after)
 -- Returns  { now, added_1, ..., added_n }: added is 1 for a new job, 0 for an id in use.
 --
 -- Keeps I1-I5: a new job goes to `ready` (due), the staged window (due before the
 -- horizon) or the bucket of the coarsest level that starts at or after the horizon; an
 -- id whose record is a tombstone is reused, and its skip count carried over (I5).
-local now, m = meta({ 'armed', 'expires' })
+local now, m = meta({ 'armed', 'expires', 'busy' })
 local h = horizon(now + LEAD)
 local n = tonumber(ARGV[1])
 local ids = {}
@@ -36,7 +36,7 @@ for i = 1, n do
     local t = tonumber(string.sub(when, 2))
     local due = t
     if string.sub(when, 1, 1) == 'r' then
-      due = now + t
+      due = due_after(t)
     end
     insert(b, id, { due = due, loc = 's', att = 0, max = tonumber(ARGV[base + 2]),
                     skip = skip, payload = ARGV[base + 3] }, now, h)
@@ -44,5 +44,5 @@ for i = 1, n do
     out[#out + 1] = 1
   end
 end
-flush(b, now, m.armed, m.expires)
+flush(b, now, m)
 return out

@@ -113,7 +113,7 @@ if #done > 0 then
   redis.call('ZREM', DUE, unpack(done))
 end
 -- The leader reads `next` from this call, so nothing added here needs publishing.
-flush(b, now, 0, 0)
+flush(b, now, nil)
 local head = redis.call('ZRANGE', DUE, 0, 0, 'WITHSCORES')
 local nxt = -1
 if #head > 0 then
