@@ -312,6 +312,54 @@ async fn the_fencing_token_grows_even_when_meta_is_lost() {
     assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
 }
 
+/// A connection that Redis (or a proxy, or its `timeout`) closed while the queue was idle
+/// costs the next idempotent call nothing: it is sent again on a new connection.
+#[tokio::test]
+async fn idempotent_calls_ride_over_a_connection_closed_while_idle() {
+    let server = RedisServer::start();
+    let queue = queue(&server, "killed").await;
+    let mut admin = redis::Client::open(server.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let kill_the_others = |admin: &mut redis::aio::MultiplexedConnection| {
+        let mut admin = admin.clone();
+        async move {
+            let killed: u64 = redis::cmd("CLIENT")
+                .arg(&["KILL", "TYPE", "normal", "SKIPME", "yes"])
+                .query_async(&mut admin)
+                .await
+                .unwrap();
+            assert!(killed > 0);
+        }
+    };
+    kill_the_others(&mut admin).await;
+    assert!(queue
+        .schedule("a", b"", Duration::from_secs(60))
+        .await
+        .unwrap());
+    kill_the_others(&mut admin).await;
+    assert!(queue
+        .reschedule("a", Duration::from_secs(30))
+        .await
+        .unwrap());
+    kill_the_others(&mut admin).await;
+    assert!(queue.cancel("a").await.unwrap());
+    kill_the_others(&mut admin).await;
+    let added = queue
+        .schedule_batch([("b", b"".as_slice(), When::After(Duration::from_secs(60)))])
+        .await
+        .unwrap();
+    assert_eq!(added, [true]);
+    // An ack, by delivery, too.
+    assert!(queue.schedule("c", b"", Duration::ZERO).await.unwrap());
+    let worker = queue.worker(WorkerOptions::default());
+    let claimed = worker.try_claim(1).await.unwrap();
+    kill_the_others(&mut admin).await;
+    assert!(worker.ack(&claimed[0]).await.unwrap());
+}
+
 /// A delay counts from Redis `TIME` to the microsecond: the due time is never before the
 /// moment Redis received the call plus the delay. (Counted from `TIME` rounded down to the
 /// millisecond, jobs came due up to 0.999 ms early: every round here found that.)

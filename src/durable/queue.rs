@@ -68,6 +68,12 @@ impl When {
     }
 }
 
+/// Whether `err` says the connection was closed under the call (a broken pipe, a reset):
+/// the connection manager reconnects, so the call may be sent again at once.
+fn closed(err: &redis::RedisError) -> bool {
+    err.is_connection_dropped() || err.kind() == redis::ErrorKind::IoError
+}
+
 pub(crate) fn ms_ceil(d: Duration) -> u64 {
     let ms = d.as_nanos().div_ceil(1_000_000);
     u64::try_from(ms).unwrap_or(u64::MAX)
@@ -252,19 +258,34 @@ impl Queue {
 
     /// Runs one script with the meta key and `args`.
     pub(crate) async fn call(&self, script: &Script, args: &[&[u8]]) -> Result<Reply, Error> {
+        self.call_retrying(script, args, script.idempotent).await
+    }
+
+    /// [`call`](Self::call), sent once more on a new connection if `retry` and the
+    /// connection turns out closed (Redis's `timeout`, `CLIENT KILL` or a proxy closed it
+    /// while the queue was idle: the connection manager notices only then). Only for
+    /// calls that leave the queue the same when run twice: the first may have run.
+    pub(crate) async fn call_retrying(
+        &self,
+        script: &Script,
+        args: &[&[u8]],
+        retry: bool,
+    ) -> Result<Reply, Error> {
         let mut invocation = script.script.key(&self.inner.meta);
         for arg in args {
             invocation.arg(*arg);
         }
-        let value: Value = invocation
-            .invoke_async(&mut self.conn())
-            .await
-            .map_err(|err| Error::redis(&self.inner.meta, script.name, err))?;
+        let mut result: redis::RedisResult<Value> = invocation.invoke_async(&mut self.conn()).await;
+        if retry && matches!(&result, Err(err) if closed(err)) {
+            result = invocation.invoke_async(&mut self.conn()).await;
+        }
+        let value = result.map_err(|err| Error::redis(&self.inner.meta, script.name, err))?;
         Reply::new(value, &self.inner.meta, script.name)
     }
 
     /// Runs `calls` (argument lists of `script`) in one pipeline; loads the script and
-    /// tries again once if Redis does not know it.
+    /// tries again once if Redis does not know it, and sends it once more on a new
+    /// connection when an idempotent script's finds its connection closed.
     pub(crate) async fn call_many(
         &self,
         script: &Script,
@@ -283,6 +304,10 @@ impl Queue {
         }
         let mut conn = self.conn();
         let mut result: redis::RedisResult<Vec<Value>> = pipe.query_async(&mut conn).await;
+        if script.idempotent && matches!(&result, Err(err) if closed(err)) {
+            conn = self.conn();
+            result = pipe.query_async(&mut conn).await;
+        }
         if matches!(&result, Err(err) if err.kind() == redis::ErrorKind::NoScriptError) {
             script
                 .script

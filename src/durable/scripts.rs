@@ -10,10 +10,14 @@ use std::sync::OnceLock;
 pub(crate) struct Script {
     pub(crate) name: &'static str,
     pub(crate) script: redis::Script,
+    /// Whether running it twice leaves the queue as running it once (schedule by id,
+    /// cancel, an ack or a failure by delivery, ...): then a call whose connection was
+    /// found closed is sent once more on a new one (see `Queue::call`).
+    pub(crate) idempotent: bool,
 }
 
 macro_rules! scripts {
-    ($($field:ident),* $(,)?) => {
+    ($($field:ident: $idempotent:expr),* $(,)?) => {
         /// All the scripts, compiled once per process.
         pub(crate) struct Scripts {
             $(pub(crate) $field: Script,)*
@@ -24,6 +28,7 @@ macro_rules! scripts {
             Scripts {
                 $($field: Script {
                     name: stringify!($field),
+                    idempotent: $idempotent,
                     script: redis::Script::new(&format!(
                         "{lib}\n{}",
                         include_str!(concat!("scripts/", stringify!($field), ".lua"))
@@ -34,8 +39,20 @@ macro_rules! scripts {
     };
 }
 
+// Not idempotent: a claim hands out jobs (a second one, others), and a second acquire
+// would find its own lease and take it for another holder's.
 scripts!(
-    schedule, cancel, reschedule, tick, claim, fail, extend, acquire, renew, release, retry_dead,
+    schedule: true,
+    cancel: true,
+    reschedule: true,
+    tick: true,
+    claim: false,
+    fail: true,
+    extend: true,
+    acquire: false,
+    renew: true,
+    release: true,
+    retry_dead: true,
 );
 
 /// The scripts, built on first use.

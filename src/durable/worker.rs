@@ -301,7 +301,11 @@ impl Worker {
             args.push(id.as_bytes());
             args.push(attempt.as_bytes());
         }
-        let mut reply = self.queue.call(&scripts().claim, &args).await?;
+        // Acks alone are by delivery, so idempotent; a claim is not.
+        let mut reply = self
+            .queue
+            .call_retrying(&scripts().claim, &args, max == 0)
+            .await?;
         let received = Instant::now();
         let now = reply.int(0)?.max(0) as u64;
         let acked = reply.int(1)?.max(0) as usize;
