@@ -360,6 +360,73 @@ async fn idempotent_calls_ride_over_a_connection_closed_while_idle() {
     assert!(worker.ack(&claimed[0]).await.unwrap());
 }
 
+/// A Redis user without the queue's channel (Redis 7 gives new ACL users none) is turned
+/// away at connect, with an error naming the permission, before any job is stored; the
+/// README's grant (keys and channels under `tickless:`) is enough for every role.
+#[tokio::test]
+async fn a_user_without_the_channel_is_refused_at_connect_and_the_readme_grant_works() {
+    let server = RedisServer::start();
+    let mut admin = redis::Client::open(server.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let acl = |args: &'static [&'static str]| {
+        let mut admin = admin.clone();
+        async move {
+            let _: () = redis::cmd("ACL")
+                .arg(args)
+                .query_async(&mut admin)
+                .await
+                .unwrap();
+        }
+    };
+    acl(&[
+        "SETUSER",
+        "nochan",
+        "on",
+        ">pw",
+        "resetchannels",
+        "~tickless:*",
+        "+@all",
+    ])
+    .await;
+    acl(&[
+        "SETUSER",
+        "app",
+        "on",
+        ">pw",
+        "~tickless:*",
+        "&tickless:*",
+        "+@all",
+        "-@dangerous",
+    ])
+    .await;
+    let port = server.port();
+    let name = queue_name("acl");
+    let err = Queue::connect(&format!("redis://nochan:pw@127.0.0.1:{port}/"), &name)
+        .await
+        .unwrap_err();
+    assert!(err.is_permission(), "{err}");
+    assert!(err.to_string().contains("&tickless:*"), "{err}");
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("tickless:*")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    assert!(keys.is_empty(), "{keys:?}");
+    let queue = Queue::connect(&format!("redis://app:pw@127.0.0.1:{port}/"), &name)
+        .await
+        .unwrap();
+    assert!(queue.schedule("j", b"", Duration::ZERO).await.unwrap());
+    let mut leader = queue.leader(LeaderOptions::default());
+    leader.step().await.unwrap();
+    let worker = queue.worker(WorkerOptions::default());
+    let claimed = worker.try_claim(1).await.unwrap();
+    assert_eq!(claimed.len(), 1);
+    assert!(worker.ack(&claimed[0]).await.unwrap());
+}
+
 /// A delay counts from Redis `TIME` to the microsecond: the due time is never before the
 /// moment Redis received the call plus the delay. (Counted from `TIME` rounded down to the
 /// millisecond, jobs came due up to 0.999 ms early: every round here found that.)

@@ -35,6 +35,7 @@ enum Kind {
     InvalidId,
     InvalidQueueName,
     Garbage,
+    Permission,
 }
 
 impl Error {
@@ -87,6 +88,18 @@ impl Error {
         Error::new(Kind::Garbage, format!("garbage in {key}: {what}"))
     }
 
+    /// The Redis user may not do `what` on the queue whose meta key is `key`.
+    pub(crate) fn permission(key: &str, what: &str, detail: &str) -> Error {
+        Error::new(
+            Kind::Permission,
+            format!(
+                "the redis user may not {what} for {key} ({detail}); a queue's user needs \
+                 keys ~tickless:*, channels &tickless:* and the commands the README's \
+                 ACL section lists"
+            ),
+        )
+    }
+
     /// Maps an error of the redis client met while doing `what` on queue key `key`.
     pub(crate) fn redis(key: &str, what: &str, err: redis::RedisError) -> Error {
         if err.code() == Some("GARBAGE") {
@@ -95,6 +108,9 @@ impl Error {
             let detail = detail.split(" script: ").next().unwrap_or(detail);
             let detail = detail.strip_prefix("in ").unwrap_or(detail);
             return Error::new(Kind::Garbage, format!("garbage in {detail}"));
+        }
+        if err.code() == Some("NOPERM") {
+            return Error::permission(key, what, err.detail().unwrap_or_default());
         }
         if err.code() == Some("WRONGTYPE") {
             return Error::new(
@@ -139,6 +155,13 @@ impl Error {
     /// A queue name was empty, too long, or held `{` or `}` (it becomes the hash tag).
     pub fn is_invalid_queue_name(&self) -> bool {
         self.kind == Kind::InvalidQueueName
+    }
+
+    /// The Redis user lacks a permission the queue needs (a key, its channel, a command):
+    /// found by [`Queue::connect`](super::Queue::connect) before anything is stored, or by
+    /// the first call that needs it. The message names what was refused.
+    pub fn is_permission(&self) -> bool {
+        self.kind == Kind::Permission
     }
 
     /// Something in the queue's keys is not what this crate writes there: another program

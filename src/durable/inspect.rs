@@ -169,7 +169,8 @@ impl Queue {
             .map_err(|err| Error::redis(meta, "advance the manual clock", err))
     }
 
-    /// Checks that every key of the queue that exists has the type this crate writes.
+    /// Checks that every key of the queue that exists has the type this crate writes, and
+    /// that the user may read the keys and publish on the queue's channel.
     pub(crate) async fn check_keys(&self) -> Result<(), Error> {
         let expected = [
             ("meta", "hash"),
@@ -187,7 +188,17 @@ impl Queue {
         let types: Vec<String> = pipe
             .query_async(&mut self.conn())
             .await
-            .map_err(|err| Error::redis(self.meta_key(), "TYPE", err))?;
+            .map_err(|err| Error::redis(self.meta_key(), "read the queue's keys (TYPE)", err))?;
+        // The wake channel: a user without it (Redis 7 gives new ACL users no channel)
+        // would store jobs that no leader hears of. "0 0" only makes a leader look again.
+        let _: i64 = redis::cmd("PUBLISH")
+            .arg(self.channel())
+            .arg("0 0")
+            .query_async(&mut self.conn())
+            .await
+            .map_err(|err| {
+                Error::redis(self.meta_key(), "publish to the queue's wake channel", err)
+            })?;
         for ((suffix, want), found) in expected.iter().zip(types) {
             if found != "none" && found != *want {
                 return Err(Error::garbage(

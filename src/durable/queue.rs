@@ -152,7 +152,10 @@ impl Queue {
     /// [`Error::is_invalid_url`] for a URL that does not parse,
     /// [`Error::is_invalid_queue_name`] for an empty or too long name or one with braces,
     /// [`Error::is_connect`] when the server cannot be reached, and
-    /// [`Error::is_garbage`] when a key of the queue holds something else.
+    /// [`Error::is_garbage`] when a key of the queue holds something else, and
+    /// [`Error::is_permission`] when the Redis user may not read the queue's keys or
+    /// publish on its channel (checked here, so that no job is stored that no leader
+    /// would hear of).
     ///
     /// # Examples
     ///
