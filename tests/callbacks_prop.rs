@@ -294,6 +294,10 @@ fn the_callback_generator_reaches_deep_levels_and_both_cancel_outcomes() {
 
 // ---- Several threads schedule and cancel while another advances ----------------------
 
+/// `(thread, n)` -> every clock reading (ns from the start) seen inside that callback:
+/// one, if all is well.
+type Runs = Arc<Mutex<BTreeMap<(usize, usize), Vec<u128>>>>;
+
 /// One callback as its scheduling thread saw it.
 struct Made {
     handle: Scheduled,
@@ -314,8 +318,7 @@ fn threads_schedule_and_cancel_while_one_advances(seed: u64, tick: u64, wheel_si
         .build()
         .unwrap();
     let start = timer.now();
-    // id -> every clock reading seen inside the callback (one, if all is well).
-    let runs: Arc<Mutex<BTreeMap<(usize, usize), Vec<u128>>>> = Arc::default();
+    let runs: Runs = Arc::default();
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     // How many advances have run: the schedulers keep pace with it, so that scheduling,
     // cancelling and advancing interleave however the threads are placed.
