@@ -76,15 +76,24 @@ enum Op {
     Schedule(Duration),
     /// `schedule_at(now + delay)` (the `Instant` saturates as tokio's does).
     ScheduleAt(Duration),
+    /// `schedule(first)` of a callback that, when it runs, schedules another one
+    /// `then` later (from inside the advance that runs it).
+    Chain(Duration, Duration),
     /// Cancel the `n % len`-th handle made so far (run, cancelled or pending).
     Cancel(usize),
     Advance(Duration),
+    /// Advance to the next tick boundary: a callback scheduled from inside a later advance
+    /// to a boundary with no delay is due at once, and runs in that advance.
+    AlignToTick,
 }
 
 fn ops(tick: u64) -> impl Strategy<Value = Vec<Op>> {
     let op = prop_oneof![
         5 => delay(tick).prop_map(Op::Schedule),
         2 => delay(tick).prop_map(Op::ScheduleAt),
+        2 => (delay(tick), prop_oneof![Just(Duration::ZERO), delay(tick)])
+            .prop_map(|(first, then)| Op::Chain(first, then)),
+        1 => Just(Op::AlignToTick),
         3 => any::<usize>().prop_map(Op::Cancel),
         4 => advance(tick).prop_map(Op::Advance),
     ];
@@ -109,6 +118,10 @@ struct Reached {
     far_runs: usize,
     cancels_won: usize,
     cancels_lost: usize,
+    /// Callbacks scheduled by a callback that ran.
+    chained: usize,
+    /// Of those, the ones due at once, run in the same advance.
+    chained_at_once: usize,
 }
 
 /// The oracle's view of one callback.
@@ -118,8 +131,11 @@ struct Model {
     due: u128,
     /// Whether it was scheduled more than a day ahead.
     far: bool,
-    /// What happened to it: `None` while pending.
+    /// What happened to it: `None` while pending (or, for the second of a chain, not
+    /// yet scheduled).
     ended: Option<Ended>,
+    /// For the first of a chain: the id of the second, and its delay.
+    then: Option<(usize, Duration)>,
 }
 
 #[derive(Debug, PartialEq)]
@@ -140,7 +156,10 @@ fn check(tick: u64, wheel_size: usize, ops: &[Op]) -> Result<Reached, TestCaseEr
     let start = timer.now();
     let log = Log::default();
     let mut now: u64 = 0;
-    let mut handles: Vec<Scheduled> = Vec::new();
+    // `None` for the second of a chain until the first has run and scheduled it.
+    let mut handles: Vec<Option<Scheduled>> = Vec::new();
+    // The handles of callbacks scheduled by callbacks: `(id, handle)`.
+    let chained: Arc<Mutex<Vec<(usize, Scheduled)>>> = Arc::default();
     let mut models: Vec<Model> = Vec::new();
     // due -> ids of the callbacks still pending: the oracle.
     let mut pending: BTreeMap<u128, BTreeSet<usize>> = BTreeMap::new();
@@ -170,12 +189,41 @@ fn check(tick: u64, wheel_size: usize, ops: &[Op]) -> Result<Reached, TestCaseEr
                         ),
                     }
                 };
-                handles.push(handle);
+                handles.push(Some(handle));
                 let due = due_at(deadline, tick);
                 models.push(Model {
                     due,
                     far: delay > Duration::from_secs(86_400),
                     ended: None,
+                    then: None,
+                });
+                pending.entry(due).or_default().insert(id);
+            }
+            Op::Chain(first, then) => {
+                let (id, second) = (handles.len(), handles.len() + 1);
+                let run_first = log.callback(id, &timer, start);
+                let run_second = log.callback(second, &timer, start);
+                let (timer2, chained) = (timer.clone(), chained.clone());
+                let callback = move || {
+                    run_first();
+                    let handle = timer2.schedule(then, run_second).unwrap();
+                    chained.lock().unwrap().push((second, handle));
+                };
+                handles.push(Some(timer.schedule(first, callback).unwrap()));
+                handles.push(None);
+                let base = u128::from(now.min(i64::MAX as u64));
+                let due = due_at(base + first.as_nanos().min(i64::MAX as u128), tick);
+                models.push(Model {
+                    due,
+                    far: first > Duration::from_secs(86_400),
+                    ended: None,
+                    then: Some((second, then)),
+                });
+                models.push(Model {
+                    due: u128::MAX,
+                    far: false,
+                    ended: None,
+                    then: None,
                 });
                 pending.entry(due).or_default().insert(id);
             }
@@ -184,7 +232,8 @@ fn check(tick: u64, wheel_size: usize, ops: &[Op]) -> Result<Reached, TestCaseEr
                     continue;
                 }
                 let id = n % handles.len();
-                let won = handles[id].cancel();
+                let Some(handle) = &handles[id] else { continue };
+                let won = handle.cancel();
                 let model = &mut models[id];
                 // `true` iff it had not run (nor been cancelled).
                 prop_assert_eq!(won, model.ended.is_none(), "cancel of {} ({:?})", id, model);
@@ -199,18 +248,40 @@ fn check(tick: u64, wheel_size: usize, ops: &[Op]) -> Result<Reached, TestCaseEr
                 } else {
                     reached.cancels_lost += 1;
                 }
-                prop_assert!(handles[id].is_cancelled() == (model.ended == Some(Ended::Cancelled)));
+                prop_assert!(handle.is_cancelled() == (model.ended == Some(Ended::Cancelled)));
             }
-            Op::Advance(by) => {
+            Op::Advance(_) | Op::AlignToTick => {
+                let by = match *op {
+                    Op::Advance(by) => by,
+                    _ => Duration::from_nanos((tick - now % tick) % tick),
+                };
                 let by_nanos = u64::try_from(by.as_nanos()).unwrap_or(u64::MAX);
                 now = now.saturating_add(by_nanos).min(MANUAL_END);
                 timer.advance(by);
                 // Exactly the due ones ran, each once, none before its tick.
                 let later = pending.split_off(&(u128::from(now) + 1));
-                let due: BTreeSet<usize> = std::mem::replace(&mut pending, later)
+                let mut due: BTreeSet<usize> = std::mem::replace(&mut pending, later)
                     .into_values()
                     .flatten()
                     .collect();
+                // The seconds of the chains whose first runs now: scheduled from inside
+                // this advance, they run in it too if already due then.
+                let mut firsts: Vec<usize> = due.iter().copied().collect();
+                while let Some(first) = firsts.pop() {
+                    if let Some((second, then)) = models[first].then {
+                        let base = u128::from(now.min(i64::MAX as u64));
+                        let at = due_at(base + then.as_nanos().min(i64::MAX as u128), tick);
+                        models[second].due = at;
+                        if at <= u128::from(now) {
+                            due.insert(second);
+                            firsts.push(second);
+                            reached.chained_at_once += 1;
+                        } else {
+                            pending.entry(at).or_default().insert(second);
+                        }
+                        reached.chained += 1;
+                    }
+                }
                 let ran = log.take();
                 let mut ran_ids = BTreeSet::new();
                 for &(id, seen) in &ran {
@@ -229,6 +300,9 @@ fn check(tick: u64, wheel_size: usize, ops: &[Op]) -> Result<Reached, TestCaseEr
                     reached.far_runs += usize::from(model.far);
                 }
                 prop_assert_eq!(ran_ids, due, "at {} ns", now);
+                for (id, handle) in chained.lock().unwrap().drain(..) {
+                    prop_assert!(handles[id].replace(handle).is_none());
+                }
             }
         }
         prop_assert_eq!(
@@ -236,12 +310,10 @@ fn check(tick: u64, wheel_size: usize, ops: &[Op]) -> Result<Reached, TestCaseEr
             pending.values().map(BTreeSet::len).sum::<usize>()
         );
         for (id, handle) in handles.iter().enumerate() {
-            prop_assert_eq!(
-                handle.has_fired(),
-                models[id].ended == Some(Ended::Ran),
-                "{}",
-                id
-            );
+            if let Some(handle) = handle {
+                let ran = models[id].ended == Some(Ended::Ran);
+                prop_assert_eq!(handle.has_fired(), ran, "{}", id);
+            }
         }
         prop_assert_eq!(
             timer.now().duration_since(start).as_nanos(),
@@ -253,7 +325,7 @@ fn check(tick: u64, wheel_size: usize, ops: &[Op]) -> Result<Reached, TestCaseEr
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 1024, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: support::proptest_cases(4096), ..ProptestConfig::default() })]
 
     #[test]
     fn callbacks_on_coarse_ticks_and_deep_levels_match_an_oracle(
@@ -273,6 +345,7 @@ fn the_callback_generator_reaches_deep_levels_and_both_cancel_outcomes() {
     let mut runner = TestRunner::deterministic();
     let cases = setup();
     let (mut deep, mut far, mut won, mut lost) = (0, 0, 0, 0);
+    let (mut chained, mut at_once) = (0, 0);
     for _ in 0..CASES {
         let (tick, size, ops) = cases.new_tree(&mut runner).unwrap().current();
         let reached = check(tick, size, &ops).unwrap();
@@ -280,7 +353,17 @@ fn the_callback_generator_reaches_deep_levels_and_both_cancel_outcomes() {
         far += usize::from(reached.far_runs > 0);
         won += usize::from(reached.cancels_won > 0);
         lost += usize::from(reached.cancels_lost > 0);
+        chained += usize::from(reached.chained > 0);
+        at_once += usize::from(reached.chained_at_once > 0);
     }
+    assert!(
+        at_once * 10 > CASES,
+        "{at_once} of {CASES} cases ran a chain's second at once"
+    );
+    assert!(
+        chained * 4 > CASES,
+        "{chained} of {CASES} cases ran a chain's first"
+    );
     assert!(deep * 2 > CASES, "{deep} of {CASES} cases had 5+ levels");
     assert!(
         far * 4 > CASES,

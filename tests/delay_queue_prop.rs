@@ -294,7 +294,7 @@ fn check(tick: u64, wheel_size: usize, ops: &[Op]) -> Result<Reached, TestCaseEr
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 1024, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: support::proptest_cases(4096), ..ProptestConfig::default() })]
 
     #[test]
     fn delay_queue_matches_a_model_after_every_step((tick, size, ops) in case()) {
@@ -525,7 +525,7 @@ fn differential(skew: Duration, ops: &[Diff]) -> Result<usize, TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: support::proptest_cases(2048), ..ProptestConfig::default() })]
 
     #[test]
     fn delay_queue_hands_out_when_tokios_sleep_fires_and_agrees_with_tokio_util(skew in skew(), ops in diff_ops()) {

@@ -589,7 +589,7 @@ fn check(tick: u64, steps: &[Step]) -> Result<Reached, TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 1024, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: support::proptest_cases(4096), ..ProptestConfig::default() })]
 
     #[test]
     fn purgatories_match_a_model_after_every_step((tick, steps) in case()) {
