@@ -85,6 +85,8 @@ enum Op {
     /// Advance to the next tick boundary: a callback scheduled from inside a later advance
     /// to a boundary with no delay is due at once, and runs in that advance.
     AlignToTick,
+    /// `advance_to(now + by)`, or `now - by` (which leaves the clock where it is) if `true`.
+    AdvanceTo(bool, Duration),
 }
 
 fn ops(tick: u64) -> impl Strategy<Value = Vec<Op>> {
@@ -94,6 +96,7 @@ fn ops(tick: u64) -> impl Strategy<Value = Vec<Op>> {
         2 => (delay(tick), prop_oneof![Just(Duration::ZERO), delay(tick)])
             .prop_map(|(first, then)| Op::Chain(first, then)),
         1 => Just(Op::AlignToTick),
+        2 => (prop::bool::weighted(0.2), advance(tick)).prop_map(|(back, by)| Op::AdvanceTo(back, by)),
         3 => any::<usize>().prop_map(Op::Cancel),
         4 => advance(tick).prop_map(Op::Advance),
     ];
@@ -250,14 +253,27 @@ fn check(tick: u64, wheel_size: usize, ops: &[Op]) -> Result<Reached, TestCaseEr
                 }
                 prop_assert!(handle.is_cancelled() == (model.ended == Some(Ended::Cancelled)));
             }
-            Op::Advance(_) | Op::AlignToTick => {
-                let by = match *op {
-                    Op::Advance(by) => by,
-                    _ => Duration::from_nanos((tick - now % tick) % tick),
-                };
-                let by_nanos = u64::try_from(by.as_nanos()).unwrap_or(u64::MAX);
-                now = now.saturating_add(by_nanos).min(MANUAL_END);
-                timer.advance(by);
+            Op::Advance(_) | Op::AlignToTick | Op::AdvanceTo(..) => {
+                if let Op::AdvanceTo(back, by) = *op {
+                    let target = if back {
+                        timer.now().checked_sub(by)
+                    } else {
+                        timer.now().checked_add(by)
+                    };
+                    let Some(target) = target else { continue };
+                    // Never back; saturated where a manual clock stops.
+                    let to = target.saturating_duration_since(start).as_nanos();
+                    now = now.max(u64::try_from(to).unwrap_or(u64::MAX).min(MANUAL_END));
+                    timer.advance_to(target);
+                } else {
+                    let by = match *op {
+                        Op::Advance(by) => by,
+                        _ => Duration::from_nanos((tick - now % tick) % tick),
+                    };
+                    let by_nanos = u64::try_from(by.as_nanos()).unwrap_or(u64::MAX);
+                    now = now.saturating_add(by_nanos).min(MANUAL_END);
+                    timer.advance(by);
+                }
                 // Exactly the due ones ran, each once, none before its tick.
                 let later = pending.split_off(&(u128::from(now) + 1));
                 let mut due: BTreeSet<usize> = std::mem::replace(&mut pending, later)
