@@ -337,8 +337,12 @@ fn the_delay_queue_generator_expires_resets_and_checks_stale_keys() {
 #[derive(Clone, Debug)]
 enum Diff {
     Insert(Duration),
+    /// `insert_at(now + d)`, or `now - d` (in the past) if `true`.
+    InsertAt(Duration, bool),
     Remove(usize),
     Reset(usize, Duration),
+    /// `reset_at(now + d)`, or `now - d` if `true`.
+    ResetAt(usize, Duration, bool),
     Advance(Duration),
 }
 
@@ -354,6 +358,9 @@ fn diff_ops() -> impl Strategy<Value = Vec<Diff>> {
         5 => duration.clone().prop_map(Diff::Insert),
         1 => any::<usize>().prop_map(Diff::Remove),
         2 => (any::<usize>(), duration.clone()).prop_map(|(n, d)| Diff::Reset(n, d)),
+        2 => (duration.clone(), prop::bool::weighted(0.3)).prop_map(|(d, past)| Diff::InsertAt(d, past)),
+        1 => (any::<usize>(), duration.clone(), prop::bool::weighted(0.3))
+            .prop_map(|(n, d, past)| Diff::ResetAt(n, d, past)),
         4 => duration.prop_map(Diff::Advance),
     ];
     proptest::collection::vec(op, 1..60)
@@ -439,6 +446,36 @@ fn differential(skew: Duration, ops: &[Diff]) -> Result<usize, TestCaseError> {
                         theirs_at_once: false,
                         since: step,
                     });
+                }
+                Diff::InsertAt(d, past) => {
+                    let at = if past {
+                        now.checked_sub(d).unwrap_or(now)
+                    } else {
+                        now + d
+                    };
+                    let id = items.len();
+                    items.push(Both {
+                        ours: Some(ours.insert_at(id, at)),
+                        theirs: Some(theirs.insert_at(id, at)),
+                        deadline: at,
+                        ours_at: None,
+                        theirs_at: None,
+                        theirs_at_once: false,
+                        since: step,
+                    });
+                }
+                Diff::ResetAt(n, d, past) => {
+                    let Some(id) = pick(n) else { continue };
+                    let at = if past {
+                        now.checked_sub(d).unwrap_or(now)
+                    } else {
+                        now + d
+                    };
+                    let item = &mut items[id];
+                    ours.reset_at(item.ours.as_ref().unwrap(), at);
+                    theirs.reset_at(item.theirs.as_ref().unwrap(), at);
+                    item.deadline = at;
+                    item.since = step;
                 }
                 Diff::Remove(n) => {
                     let Some(id) = pick(n) else { continue };
