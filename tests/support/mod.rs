@@ -244,3 +244,12 @@ pub fn queue_name(test: &str) -> String {
     static NEXT: AtomicU32 = AtomicU32::new(0);
     format!("{test}-{}", NEXT.fetch_add(1, Ordering::Relaxed))
 }
+
+/// A property test's case count: `PROPTEST_CASES` if set (to hunt with many more, or to
+/// run a quick pass), else `default`, sized to keep the test within its time budget.
+pub fn proptest_cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|cases| cases.parse().ok())
+        .unwrap_or(default)
+}
