@@ -27,7 +27,7 @@
 //! the time they had left, and instants handed out afterwards (`now`, a `Sleep`'s
 //! deadline) are on the real clock that `Instant::now()` reads outside the runtime.
 
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, Ordering};
+use crate::sync::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
 use tokio::runtime::Handle;
@@ -71,6 +71,11 @@ pub(crate) enum Source {
 }
 
 /// Converts between `Instant`s and the ticks of one wheel, and tells the time.
+///
+/// Its atomics come from [`crate::sync`]: std's, with these orderings, in a normal build,
+/// and loom's under `--cfg tickless_loom`, so the driver's loom models interleave a
+/// manual clock's moves (and every other read and write here) with the registrations
+/// and turns that race them.
 #[derive(Debug)]
 pub(crate) struct Clock {
     origin: Instant,
