@@ -114,23 +114,34 @@ fn loom_an_insert_racing_a_turn_is_seen_or_moves_the_alarm() {
 fn loom_an_advance_racing_another_returns_after_its_timers_fired() {
     loom::model(|| {
         let (core, shard, _) = core(Mode::Manual);
-        let (count, waker) = counter();
-        let _timer = registered(&shard, 1, &waker);
-        let advance = |core: &Core, count: &Count| {
-            core.clock.advance_by(Duration::from_nanos(1));
-            core.advanced();
-            // This advance made the timer due: it has fired by the time it returns,
-            // whichever thread turned.
-            assert_eq!(count.0.load(Ordering::SeqCst), 1, "returned before firing");
-        };
+        let (first, first_waker) = counter();
+        let (second, second_waker) = counter();
+        let _first = registered(&shard, 1, &first_waker);
+        let _second = registered(&shard, 2, &second_waker);
+        // One thread advances by 1, the other by 2: in either order the clock stands at 1
+        // or later once the first move is made, and at 2 or later once the second is. Each
+        // `advance` returns only once what its own move made due has fired, whichever
+        // thread turned (the counts are loom atomics, written by the turning thread before
+        // the token is let go, read after `advance` waited for that).
         let other = {
-            let (core, count) = (core.clone(), count.clone());
-            loom::thread::spawn(move || advance(&core, &count))
+            let (core, first) = (core.clone(), first.clone());
+            loom::thread::spawn(move || {
+                assert!(core.advance_by(Duration::from_nanos(1)));
+                assert_eq!(first.0.load(Ordering::SeqCst), 1, "returned before 1 fired");
+            })
         };
-        advance(&core, &count);
+        assert!(core.advance_by(Duration::from_nanos(2)));
+        assert_eq!(first.0.load(Ordering::SeqCst), 1, "returned before 1 fired");
+        assert_eq!(
+            second.0.load(Ordering::SeqCst),
+            1,
+            "returned before 2 fired"
+        );
         other.join().unwrap();
-        assert_eq!(core.clock.now_tick(), 2, "both moves counted");
-        assert_eq!(core.snapshot().entries_fired, 1);
+        // The clock is loom's (see `crate::sync`), so its two moves interleave, and an
+        // update lost between them would show here.
+        assert_eq!(core.clock.now_tick(), 3, "both moves counted");
+        assert_eq!(core.snapshot().entries_fired, 2);
     });
 }
 
