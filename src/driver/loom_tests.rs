@@ -19,7 +19,7 @@ use super::registration::{Registration, IDLE};
 use super::*;
 use loom::sync::atomic::{AtomicBool, AtomicUsize};
 use loom::sync::Arc as LoomArc;
-use std::task::{Context, Poll, Wake};
+use std::task::{Poll, Wake};
 use std::time::Duration;
 
 /// A waker that counts its wakes.
@@ -34,6 +34,45 @@ impl Wake for Count {
 fn counter() -> (std::sync::Arc<Count>, Waker) {
     let count = std::sync::Arc::new(Count(AtomicUsize::new(0)));
     (count.clone(), Waker::from(count))
+}
+
+/// A waker that counts its wakes and notes the timer's clock at the earliest of them: what
+/// "never early" is checked against.
+struct Stamp {
+    core: Arc<Core>,
+    wakes: AtomicUsize,
+    /// The clock's tick when first woken; `u64::MAX` until then.
+    woken_at: AtomicU64,
+}
+
+impl Wake for Stamp {
+    fn wake(self: std::sync::Arc<Self>) {
+        self.wake_by_ref();
+    }
+    fn wake_by_ref(self: &std::sync::Arc<Self>) {
+        let now = self.core.clock.now_tick();
+        self.woken_at.fetch_min(now, Ordering::SeqCst);
+        self.wakes.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+impl Stamp {
+    fn new(core: &Arc<Core>) -> (std::sync::Arc<Stamp>, Waker) {
+        let stamp = std::sync::Arc::new(Stamp {
+            core: core.clone(),
+            wakes: AtomicUsize::new(0),
+            woken_at: AtomicU64::new(u64::MAX),
+        });
+        (stamp.clone(), Waker::from(stamp))
+    }
+
+    fn wakes(&self) -> usize {
+        self.wakes.load(Ordering::SeqCst)
+    }
+
+    fn woken_at(&self) -> u64 {
+        self.woken_at.load(Ordering::SeqCst)
+    }
 }
 
 /// The alarm tokio's timer would be: it records what it is armed for.
@@ -322,14 +361,58 @@ fn loom_a_poll_with_a_new_waker_as_the_runtime_goes_is_woken_or_driven() {
     });
 }
 
-/// The waker type the models poll with must not matter: a no-op one stays pending.
+/// A registration polled while another thread advances the clock past its deadline: it is
+/// pending until the fire, each pending poll leaves the waker that the fire then wakes
+/// (once), a ready one comes no earlier than the deadline, and once the `advance` has
+/// returned the timer has fired.
 #[test]
 fn loom_registrations_poll_pending_until_fired() {
     loom::model(|| {
-        let (_core, shard, _) = core(Mode::Manual);
-        let mut timer = registered(&shard, 2, Waker::noop());
-        let mut cx = Context::from_waker(Waker::noop());
-        assert!(timer.poll(cx.waker()).is_pending());
-        let _ = &mut cx;
+        let (core, shard, _) = core(Mode::Manual);
+        let (registered_with, first) = Stamp::new(&core);
+        let (polled_with, second) = Stamp::new(&core);
+        let advancer = {
+            let core = core.clone();
+            loom::thread::spawn(move || assert!(core.advance_by(Duration::from_nanos(2))))
+        };
+        let mut timer = Registration::new(shard.clone(), IDLE);
+        let registered = timer.register(2, Some(&first));
+        let polled = timer.poll(&second);
+        // Read after the poll: had the timer been ready before the clock reached 2, some
+        // interleaving would read the clock before the advance moved it.
+        let after_poll = core.clock.now_tick();
+        if polled.is_ready() {
+            assert!(
+                after_poll >= 2,
+                "ready at {after_poll}, before its deadline"
+            );
+        }
+        advancer.join().unwrap();
+        match (registered.is_pending(), polled.is_pending()) {
+            // Fired before the poll: the waker it had then was woken.
+            (true, false) => assert_eq!(registered_with.wakes(), 1, "fired unwoken"),
+            // The poll's waker replaced the first, and the fire woke it.
+            (true, true) => {
+                assert_eq!(polled_with.wakes(), 1, "left asleep after its poll");
+                assert_eq!(registered_with.wakes(), 0, "a replaced waker was woken");
+            }
+            // The turn had passed 2 before it registered: due at once, nothing to wake.
+            (false, _) => assert!(polled.is_ready()),
+        }
+        assert!(
+            registered_with.wakes() + polled_with.wakes() <= 1,
+            "woken twice"
+        );
+        for stamp in [&registered_with, &polled_with] {
+            if stamp.wakes() > 0 {
+                assert!(stamp.woken_at() >= 2, "woken at {}", stamp.woken_at());
+            }
+        }
+        assert_eq!(
+            timer.poll(&second),
+            Poll::Ready(()),
+            "fired once advanced past"
+        );
+        assert_eq!(core.snapshot().registered, 0, "an entry outlived its owner");
     });
 }
