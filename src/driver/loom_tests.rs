@@ -2,13 +2,18 @@
 //!
 //! Run with `RUSTFLAGS="--cfg tickless_loom" cargo test --release --lib loom`.
 //!
-//! The models drive the real code (shards, turn, token, registrations) with a fake alarm
-//! standing in for tokio's timer, and a manual clock so that "now" is chosen by the model.
-//! What each checks:
+//! The models drive the real code (shards, turn, token, registrations, `Sleep`) with a fake
+//! alarm standing in for tokio's timer, and a manual clock so that "now" is chosen by the
+//! model. The clock's atomics are loom's too (it takes them from [`crate::sync`]), so a
+//! model whose thread advances the clock races that move against the other threads' reads
+//! of it. What each checks:
 //!
 //! - ground rule 4: an insert racing a turn is seen by the turn or moves the alarm;
 //! - the token: work asked for while another thread holds it is done before it lets go,
 //!   and a manual `advance` racing another returns only once its timers have fired;
+//! - the clock moving while a `Sleep` registers on one of two shards: nothing fires before
+//!   its deadline, nothing due is left asleep once the `advance` has returned, nothing is
+//!   woken twice, and a drop racing it leaves no entry behind;
 //! - rule 3: a timer cancelled, reset or polled with a new waker while the driver fires it
 //!   leaves no entry behind, is never woken twice, and is never left asleep;
 //! - the runtime going away while timers are registered and dropped: every waiting timer
@@ -17,9 +22,12 @@
 
 use super::registration::{Registration, IDLE};
 use super::*;
+use crate::time::Sleep;
 use loom::sync::atomic::{AtomicBool, AtomicUsize};
 use loom::sync::Arc as LoomArc;
-use std::task::{Poll, Wake};
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, Wake};
 use std::time::Duration;
 
 /// A waker that counts its wakes.
@@ -104,14 +112,20 @@ impl Alarm for FakeAlarm {
 /// A core in `mode` with one shard, on a manual clock (so the model sets "now"), and a
 /// fake alarm in tokio mode.
 fn core(mode: Mode) -> (Arc<Core>, Arc<Shard>, LoomArc<AtomicU64>) {
+    let (core, shards, armed) = core_with(mode, 1);
+    let shard = shards[0].clone();
+    (core, shard, armed)
+}
+
+/// [`core`] with `shards` shards, on a manual clock of 1 ns ticks.
+fn core_with(mode: Mode, shards: usize) -> (Arc<Core>, Box<[Arc<Shard>]>, LoomArc<AtomicU64>) {
     let clock = Clock::new(Duration::from_nanos(1), clock::Source::Manual);
-    let (core, shards) = Core::new(clock, mode, 64, 1);
+    let (core, shards) = Core::new(clock, mode, 64, shards);
     let armed = LoomArc::new(AtomicU64::new(u64::MAX));
     if mode == Mode::Tokio {
         core.set_alarm(Box::new(FakeAlarm(armed.clone())));
     }
-    let shard = shards[0].clone();
-    (core, shard, armed)
+    (core, shards, armed)
 }
 
 fn at(core: &Core, tick: u64) {
@@ -414,5 +428,110 @@ fn loom_registrations_poll_pending_until_fired() {
             "fired once advanced past"
         );
         assert_eq!(core.snapshot().registered, 0, "an entry outlived its owner");
+    });
+}
+
+/// Two `Sleep`s first polled (so registered, on one of two shards) while another thread
+/// advances the manual clock to 2, past the first's deadline and short of the second's,
+/// with another timer due at 1 on the other shard: nothing completes or is woken before its
+/// deadline, and once the `advance` has returned everything due has been woken, exactly
+/// once, a final turn included.
+#[test]
+fn loom_a_sleep_registered_as_the_clock_passes_its_deadline_is_woken_once_never_early() {
+    loom::model(|| {
+        let (core, shards, _) = core_with(Mode::Manual, 2);
+        let (other, other_waker) = Stamp::new(&core);
+        let other_timer = registered(&shards[0], 1, &other_waker);
+        let mut due = Sleep::new(shards[1].clone(), core.clock.instant_at(2));
+        let mut later = Sleep::new(shards[1].clone(), core.clock.instant_at(3));
+        let advancer = {
+            let core = core.clone();
+            loom::thread::spawn(move || assert!(core.advance_by(Duration::from_nanos(2))))
+        };
+        let (due_stamp, due_waker) = Stamp::new(&core);
+        let (later_stamp, later_waker) = Stamp::new(&core);
+        let due_polled = Pin::new(&mut due).poll(&mut Context::from_waker(&due_waker));
+        // Read after the poll: a completion before the clock reached 2 would show in the
+        // interleavings where the advance does not come in between.
+        let after_poll = core.clock.now_tick();
+        if due_polled.is_ready() {
+            assert!(
+                after_poll >= 2,
+                "ready at {after_poll}, before its deadline"
+            );
+        }
+        let later_polled = Pin::new(&mut later).poll(&mut Context::from_waker(&later_waker));
+        assert!(
+            later_polled.is_pending(),
+            "due at 3, ready with the clock at 2 at most"
+        );
+        advancer.join().unwrap();
+        // The advance to 2 has returned: what is due is woken, and not early.
+        assert_eq!(other.wakes(), 1, "the other shard's timer was left asleep");
+        assert!(other.woken_at() >= 1, "woken at {}", other.woken_at());
+        if due_polled.is_pending() {
+            assert_eq!(
+                due_stamp.wakes(),
+                1,
+                "registered, and left asleep past its deadline"
+            );
+            assert!(
+                due_stamp.woken_at() >= 2,
+                "woken at {}",
+                due_stamp.woken_at()
+            );
+        } else {
+            assert_eq!(
+                due_stamp.wakes(),
+                0,
+                "completed at its first poll, yet woken"
+            );
+        }
+        assert_eq!(
+            later_stamp.wakes(),
+            0,
+            "woken at {}, before 3",
+            later_stamp.woken_at()
+        );
+        // A final turn wakes nothing twice, and nothing early.
+        core.advanced();
+        assert_eq!(other.wakes(), 1, "woken twice");
+        assert!(due_stamp.wakes() <= 1, "woken twice");
+        assert_eq!(later_stamp.wakes(), 0, "woken before its deadline");
+        assert!(due.is_elapsed());
+        assert!(!later.is_elapsed());
+        drop((other_timer, due, later));
+        assert_eq!(core.snapshot().registered, 0, "an entry outlived its owner");
+    });
+}
+
+/// A `Sleep` registered on one of two shards and then dropped while another thread
+/// advances the clock past its deadline: whether the fire or the drop comes first, the
+/// slab is left empty and the waker is woken at most once, never early.
+#[test]
+fn loom_a_sleep_dropped_as_the_clock_passes_its_deadline_leaves_the_slab_empty() {
+    loom::model(|| {
+        let (core, shards, _) = core_with(Mode::Manual, 2);
+        let (other, other_waker) = Stamp::new(&core);
+        let other_timer = registered(&shards[0], 1, &other_waker);
+        let mut sleep = Box::pin(Sleep::new(shards[1].clone(), core.clock.instant_at(2)));
+        let advancer = {
+            let core = core.clone();
+            loom::thread::spawn(move || assert!(core.advance_by(Duration::from_nanos(2))))
+        };
+        let (slept, waker) = Stamp::new(&core);
+        let _ = sleep.as_mut().poll(&mut Context::from_waker(&waker));
+        drop(sleep);
+        advancer.join().unwrap();
+        assert!(slept.wakes() <= 1, "woken twice");
+        if slept.wakes() == 1 {
+            assert!(slept.woken_at() >= 2, "woken at {}", slept.woken_at());
+        }
+        assert_eq!(other.wakes(), 1, "the other shard's timer was left asleep");
+        drop(other_timer);
+        assert_eq!(core.snapshot().registered, 0, "an entry outlived its owner");
+        for shard in shards.iter() {
+            assert_eq!(shard.lock().wheel.len(), 0, "a slab entry was left behind");
+        }
     });
 }
