@@ -10,7 +10,7 @@ pub(crate) use loom::sync::{
 };
 #[cfg(not(tickless_loom))]
 pub(crate) use std::sync::{
-    atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicU8, Ordering},
+    atomic::{AtomicI64, AtomicU32, AtomicU64, AtomicU8, Ordering},
     Condvar, Mutex, MutexGuard,
 };
 
