@@ -8,7 +8,8 @@
 //! model whose thread advances the clock races that move against the other threads' reads
 //! of it. What each checks:
 //!
-//! - ground rule 4: an insert racing a turn is seen by the turn or moves the alarm;
+//! - ground rule 4: an insert racing a turn is seen by the turn or moves the alarm, also a
+//!   `Sleep`'s first poll on a shard that had nothing armed while the clock moves;
 //! - the token: work asked for while another thread holds it is done before it lets go,
 //!   and a manual `advance` racing another returns only once its timers have fired;
 //! - the clock moving while a `Sleep` registers on one of two shards: nothing fires before
@@ -533,5 +534,47 @@ fn loom_a_sleep_dropped_as_the_clock_passes_its_deadline_leaves_the_slab_empty()
         for shard in shards.iter() {
             assert_eq!(shard.lock().wheel.len(), 0, "a slab entry was left behind");
         }
+    });
+}
+
+/// Ground rule 4 across two shards, with the clock moving: the alarm's thread moves the
+/// clock to 5 and turns while a `Sleep` due at 10 is first polled on the shard that held
+/// nothing when the alarm was armed. The turn sees it, or it moves the alarm to it; and it
+/// is woken when the alarm goes off at 10, not before.
+#[test]
+fn loom_a_sleep_registered_on_an_idle_shard_as_the_alarm_goes_off_is_seen_or_moves_the_alarm() {
+    loom::model(|| {
+        let (core, shards, armed) = core_with(Mode::Tokio, 2);
+        // Timers at 3 and 100 on shard 0; a first turn at 0 arms the alarm at 3, and
+        // leaves shard 1 with nothing armed.
+        let _early = registered(&shards[0], 3, Waker::noop());
+        let _late = registered(&shards[0], 100, Waker::noop());
+        core.alarm_went_off();
+        assert_eq!(armed.load(Ordering::SeqCst), 3);
+
+        let mut sleep = Sleep::new(shards[1].clone(), core.clock.instant_at(10));
+        let alarm = {
+            let core = core.clone();
+            loom::thread::spawn(move || {
+                at(&core, 5);
+                core.alarm_went_off();
+            })
+        };
+        let (stamp, waker) = Stamp::new(&core);
+        let polled = Pin::new(&mut sleep).poll(&mut Context::from_waker(&waker));
+        alarm.join().unwrap();
+        assert!(polled.is_pending(), "due at 10, ready with the clock at 5");
+        let alarm_at = armed.load(Ordering::SeqCst);
+        assert!(alarm_at <= 10, "a sleep due at 10, the alarm at {alarm_at}");
+        assert_eq!(stamp.wakes(), 0, "woken at {}, before 10", stamp.woken_at());
+
+        at(&core, 10);
+        core.alarm_went_off();
+        assert_eq!(
+            stamp.wakes(),
+            1,
+            "left asleep when the alarm went off at 10"
+        );
+        assert!(stamp.woken_at() >= 10, "woken at {}", stamp.woken_at());
     });
 }
