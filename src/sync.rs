@@ -5,12 +5,12 @@
 
 #[cfg(tickless_loom)]
 pub(crate) use loom::sync::{
-    atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering},
+    atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicU8, Ordering},
     Condvar, Mutex, MutexGuard,
 };
 #[cfg(not(tickless_loom))]
 pub(crate) use std::sync::{
-    atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering},
+    atomic::{AtomicI64, AtomicU32, AtomicU64, AtomicU8, Ordering},
     Condvar, Mutex, MutexGuard,
 };
 

@@ -27,7 +27,8 @@
 //! the time they had left, and instants handed out afterwards (`now`, a `Sleep`'s
 //! deadline) are on the real clock that `Instant::now()` reads outside the runtime.
 
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, Ordering};
+use crate::sync::{AtomicI64, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::OnceLock;
 use std::time::Duration;
 use tokio::runtime::Handle;
@@ -71,6 +72,11 @@ pub(crate) enum Source {
 }
 
 /// Converts between `Instant`s and the ticks of one wheel, and tells the time.
+///
+/// Its atomics come from [`crate::sync`]: std's, with these orderings, in a normal build,
+/// and loom's under `--cfg tickless_loom`, so the driver's loom models interleave a
+/// manual clock's moves (and the source, shift and seen tick) with the registrations and
+/// turns that race them. `paused` alone is std's everywhere (see there).
 #[derive(Debug)]
 pub(crate) struct Clock {
     origin: Instant,
@@ -87,6 +93,10 @@ pub(crate) struct Clock {
     /// For [`Source::Tokio`]: the runtime whose clock this is, and whether that clock has
     /// been seen paused (then it is read in that runtime; see the module docs).
     runtime: OnceLock<Handle>,
+    /// std's even under loom: [`check_paused`](Self::check_paused) stores it or not
+    /// depending on how far the real clock has run, which loom cannot replay (a model's
+    /// executions would take different paths, and loom aborts). It only chooses how tokio's
+    /// clock is read, which no model does.
     paused: AtomicBool,
 }
 

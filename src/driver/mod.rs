@@ -13,7 +13,8 @@
 //!   next expiry. No task in between, so tickless timers fire in the same pass as tokio's,
 //!   and a paused clock's `advance` sees them fired when it returns.
 //! - **thread** ([`thread`]): a thread of its own turns and parks until the next expiry.
-//! - **manual**: [`Core::advance`] moves the clock and turns in the caller.
+//! - **manual**: [`Core::advance_by`] and [`Core::advance_to`] move the clock and turn in
+//!   the caller.
 //!
 //! # Ground rules
 //!
@@ -556,9 +557,30 @@ impl Core {
         }
     }
 
-    /// Moves a manual clock (the caller has moved it) and fires everything due, waking
-    /// the wakers, before it returns; or, when called from inside this timer's own turn
-    /// (a waker that advances), before that turn's thread lets go.
+    /// Moves a manual clock forward by `duration` and fires everything due, as
+    /// [`advanced`](Self::advanced); `false` (and nothing done) for any other clock.
+    /// `Timer::advance`, and the loom models.
+    pub(crate) fn advance_by(&self, duration: std::time::Duration) -> bool {
+        let moved = self.clock.advance_by(duration);
+        if moved {
+            self.advanced();
+        }
+        moved
+    }
+
+    /// Moves a manual clock forward to `instant` (never back) and fires everything due, as
+    /// [`advanced`](Self::advanced); `false` (and nothing done) for any other clock.
+    pub(crate) fn advance_to(&self, instant: tokio::time::Instant) -> bool {
+        let moved = self.clock.advance_to(instant);
+        if moved {
+            self.advanced();
+        }
+        moved
+    }
+
+    /// Fires everything due on a manual clock the caller has just moved, waking the
+    /// wakers, before it returns; or, when called from inside this timer's own turn (a
+    /// waker that advances), before that turn's thread lets go.
     pub(crate) fn advanced(&self) {
         if let Requested::Busy { ticket } = self.request(FIRE) {
             self.token.wait_done(ticket);

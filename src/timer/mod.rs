@@ -216,8 +216,7 @@ impl Timer {
     /// If this timer's clock is not manual: only a manual clock can be moved.
     #[track_caller]
     pub fn advance(&self, duration: Duration) {
-        assert!(self.core().clock.advance_by(duration), "{NOT_MANUAL}");
-        self.core().advanced();
+        assert!(self.core().advance_by(duration), "{NOT_MANUAL}");
     }
 
     /// Moves this timer's [manual clock](Builder::manual_clock) forward to `instant` (an
@@ -229,8 +228,7 @@ impl Timer {
     /// If this timer's clock is not manual.
     #[track_caller]
     pub fn advance_to(&self, instant: Instant) {
-        assert!(self.core().clock.advance_to(instant), "{NOT_MANUAL}");
-        self.core().advanced();
+        assert!(self.core().advance_to(instant), "{NOT_MANUAL}");
     }
 
     /// The tick: the resolution of this timer's deadlines (1 ms by default, 1 ns with a
