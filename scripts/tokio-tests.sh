@@ -305,7 +305,7 @@ run() { # label, target dir, documented list, RUSTFLAGS
   fi
 
   local line
-  line="$label: $passed passed, $nfailed failed"
+  line="$label: $passed of $((passed + nfailed)) passed, $nfailed failed"
   if [ "$nfailed" -gt 0 ] && [ "${#undocumented[@]}" -eq 0 ]; then line+=" (all documented)"; fi
   if [ "$ignored" -gt 0 ]; then line+=", $ignored ignored"; fi
   if [ "${#failed[@]}" -gt 0 ]; then line+=": ${failed[*]}"; fi
