@@ -220,7 +220,7 @@ run() { # label, target dir, documented list, RUSTFLAGS
   local log="$work/$label.log"
   printf '\n--- tokio-tests (%s): cargo test in %s\n' "$label" "$pkg"
   # The build first, untimed (a cold one takes minutes); then the tests, under `timeout`.
-  if ! (cd "$pkg" && RUSTFLAGS="$flags" CARGO_TARGET_DIR="$dir" \
+  if ! (cd "$pkg" && CARGO_TERM_COLOR=never RUSTFLAGS="$flags" CARGO_TARGET_DIR="$dir" \
     cargo test --tests --no-run) >"$work/$label.build.log" 2>&1; then
     tail -n 40 "$work/$label.build.log"
     printf 'tokio-tests (%s): FAILED to build (see %s)\n' "$label" "$work/$label.build.log"
@@ -229,7 +229,7 @@ run() { # label, target dir, documented list, RUSTFLAGS
     return
   fi
   local rc=0
-  (cd "$pkg" && RUSTFLAGS="$flags" CARGO_TARGET_DIR="$dir" \
+  (cd "$pkg" && CARGO_TERM_COLOR=never RUSTFLAGS="$flags" CARGO_TARGET_DIR="$dir" \
     timeout --kill-after=10 "$limit" cargo test --tests --no-fail-fast) >"$log" 2>&1 || rc=$?
 
   local failed=() problems=()
