@@ -427,6 +427,111 @@ async fn a_user_without_the_channel_is_refused_at_connect_and_the_readme_grant_w
     assert!(worker.ack(&claimed[0]).await.unwrap());
 }
 
+/// A key of the queue corrupted while jobs are due: the leader's call changes nothing
+/// (it once took a staged job out of `due`, then failed on the write to `ready`, and the
+/// job was lost), the leader counts the error and goes on, and once the key is repaired
+/// every job the corruption did not itself destroy is delivered.
+#[tokio::test]
+async fn a_corrupted_key_stops_a_move_before_it_writes_and_loses_no_job() {
+    let server = RedisServer::start();
+    let mut admin = redis::Client::open(server.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    for corrupt in ["ready", "bucket"] {
+        let name = queue_name(&format!("corrupt-{corrupt}"));
+        let queue = Queue::connect(&server.url(), &name).await.unwrap();
+        queue.set_manual_clock(Some(at(T0))).await.unwrap();
+        let key = |suffix: &str| format!("tickless:{{{name}}}:{suffix}");
+        // Staged (inside the horizon), in a bucket, and in a later bucket.
+        for (id, due) in [
+            ("staged", T0 + 100),
+            ("near", T0 + 5_000),
+            ("far", T0 + 200_000),
+        ] {
+            assert!(queue.schedule(id, b"", at(due)).await.unwrap());
+        }
+        let buckets: Vec<String> = redis::cmd("KEYS")
+            .arg(key("b:*"))
+            .query_async(&mut admin)
+            .await
+            .unwrap();
+        assert_eq!(buckets.len(), 2, "{buckets:?}");
+        // The later bucket is the one corrupted: what is in it is destroyed with it.
+        let mut buckets = buckets;
+        buckets.sort_by_key(|b| b.rsplit(':').next().unwrap().parse::<u64>().unwrap());
+        let bad = match corrupt {
+            "ready" => key("ready"),
+            _ => buckets[1].clone(),
+        };
+        let _: () = redis::cmd("DEL")
+            .arg(&bad)
+            .query_async(&mut admin)
+            .await
+            .unwrap();
+        let _: () = redis::cmd("SET")
+            .arg(&bad)
+            .arg("x")
+            .query_async(&mut admin)
+            .await
+            .unwrap();
+        queue
+            .advance_manual_clock(Duration::from_secs(300))
+            .await
+            .unwrap();
+        let mut leader = queue.leader(LeaderOptions::default());
+        let err = leader.step().await.unwrap_err();
+        assert!(err.is_garbage() && err.to_string().contains(&bad), "{err}");
+        let waiting = ["staged", "near"];
+        for id in waiting {
+            let job = queue.job(id).await.unwrap().unwrap();
+            assert_eq!(
+                job.state,
+                JobState::Scheduled,
+                "{corrupt}: {id} moved by a failed call"
+            );
+        }
+        // Running, the leader does not end on it: it counts it and tries again.
+        let handle = leader.spawn();
+        let give_up = std::time::Instant::now() + Duration::from_secs(10);
+        while handle.stats().errors == 0 {
+            assert!(
+                std::time::Instant::now() < give_up,
+                "{corrupt}: no error seen"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert!(handle.last_error().unwrap().contains(&bad));
+        let _: () = redis::cmd("DEL")
+            .arg(&bad)
+            .query_async(&mut admin)
+            .await
+            .unwrap();
+        let worker = queue.worker(WorkerOptions::default());
+        let mut delivered = Vec::new();
+        let expected: &[&str] = match corrupt {
+            "ready" => &["far", "near", "staged"],
+            _ => &["near", "staged"],
+        };
+        let give_up = std::time::Instant::now() + Duration::from_secs(10);
+        while delivered.len() < expected.len() {
+            assert!(
+                std::time::Instant::now() < give_up,
+                "{corrupt}: only {delivered:?}"
+            );
+            for job in worker.try_claim(10).await.unwrap() {
+                delivered.push(job.id().to_string());
+                worker.ack(&job).await.unwrap();
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        delivered.sort();
+        assert_eq!(delivered, expected, "{corrupt}");
+        handle.stop().await.unwrap();
+    }
+}
+
 /// A delay counts from Redis `TIME` to the microsecond: the due time is never before the
 /// moment Redis received the call plus the delay. (Counted from `TIME` rounded down to the
 /// millisecond, jobs came due up to 0.999 ms early: every round here found that.)

@@ -157,9 +157,11 @@ impl Leader {
         stats(&self.shared)
     }
 
-    /// Runs the candidate on the current tokio runtime until stopped; reconnects with
-    /// backoff (100 ms doubling to 2 s) whenever Redis goes away, keeping its lease if it
-    /// is still live when Redis is back.
+    /// Runs the candidate on the current tokio runtime until stopped; after any error
+    /// (Redis away, a permission missing, garbage in a key of the queue) backs off
+    /// (100 ms doubling to 2 s) and tries again, keeping its lease if it is still live;
+    /// it never stops on an error. [`LeaderStats::errors`] counts them, and
+    /// [`LeaderHandle::last_error`] says the last.
     pub fn spawn(self) -> LeaderHandle {
         let shared = self.shared.clone();
         let (stop, stopped) = watch::channel(false);
@@ -176,8 +178,11 @@ impl Leader {
         loop {
             match self.session(&mut stopped).await {
                 Ok(()) => return Ok(()),
-                Err(err) if err.is_garbage() => return Err(err),
-                Err(_) => {
+                // Whatever failed (Redis away, a permission, garbage in a key, which a
+                // script meets before it writes anything), the leader goes on: an
+                // operator can repair a key or grant a permission without a restart.
+                Err(err) => {
+                    self.shared.failed(&err);
                     tokio::select! {
                         _ = crate::sleep(backoff) => {}
                         _ = stopped.changed() => {}

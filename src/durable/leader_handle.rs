@@ -13,6 +13,17 @@ pub(crate) struct Shared {
     pub(crate) promoted: AtomicU64,
     pub(crate) leaderships: AtomicU64,
     pub(crate) lags: Mutex<Lags>,
+    /// Calls that failed (the candidate backed off and went on), and the last one's error.
+    pub(crate) errors: AtomicU64,
+    pub(crate) last_error: Mutex<Option<String>>,
+}
+
+impl Shared {
+    /// Counts `err` and keeps its message as the last error.
+    pub(crate) fn failed(&self, err: &Error) {
+        self.errors.fetch_add(1, Ordering::Relaxed);
+        *self.last_error.lock().unwrap_or_else(|e| e.into_inner()) = Some(err.to_string());
+    }
 }
 
 /// Promotion lags in whole milliseconds, 0..=60,000 (the last counts anything later).
@@ -66,6 +77,11 @@ pub struct LeaderStats {
     pub lag_p50_ms: Option<u64>,
     /// 99th percentile of the same.
     pub lag_p99_ms: Option<u64>,
+    /// Calls to Redis that failed: Redis away, a permission missing, or a key of the
+    /// queue holding something else (then the script changed nothing). The leader backs
+    /// off and tries again; it never stops on an error. See
+    /// [`LeaderHandle::last_error`].
+    pub errors: u64,
 }
 
 /// A running [`Leader`](super::Leader): see what it does, stop it.
@@ -80,6 +96,16 @@ impl LeaderHandle {
     /// What this leader has done so far.
     pub fn stats(&self) -> LeaderStats {
         stats(&self.shared)
+    }
+
+    /// The last error a call to Redis met, if any (counted in
+    /// [`LeaderStats::errors`]): what an operator should look at when the count grows.
+    pub fn last_error(&self) -> Option<String> {
+        self.shared
+            .last_error
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Steps down (releasing the lease, so a candidate takes over at once) and ends the
@@ -112,5 +138,6 @@ pub(crate) fn stats(shared: &Shared) -> LeaderStats {
         promoted: shared.promoted.load(Ordering::Relaxed),
         lag_p50_ms: lags.quantile(0.5),
         lag_p99_ms: lags.quantile(0.99),
+        errors: shared.errors.load(Ordering::Relaxed),
     }
 }

@@ -47,6 +47,17 @@ local function garbage(key, what)
   error({ err = 'GARBAGE in ' .. key .. ': ' .. what })
 end
 
+-- Raises GARBAGE for `key` if it holds a type other than `want` (a missing key is
+-- fine). A script checks every key it will write before its first write, so that it
+-- either changes nothing or finishes (Redis does not undo a script's writes when a later
+-- command of it fails).
+local function expect(key, want)
+  local found = redis.call('TYPE', key)['ok']
+  if found ~= 'none' and found ~= want then
+    garbage(key, 'expected a ' .. want .. ', found a ' .. found)
+  end
+end
+
 local function number(key, field, value)
   if value == false or value == nil then
     return nil
@@ -223,11 +234,29 @@ local function insert(b, id, j, now, h)
   b.writes[#b.writes + 1] = record(j)
 end
 
--- Applies a batch. `m` holds meta's `armed` (the earliest time the leader is known to
+-- Checks, before anything is written, every key `flush` will write for batch `b` (and
+-- only those: a bad key that a call does not touch does not stop it).
+local function check_batch(b)
+  if #b.order > 0 or #b.staged > 0 then
+    expect(DUE, 'zset')
+  end
+  if #b.ready > 0 then
+    expect(READY, 'list')
+  end
+  if #b.writes > 0 then
+    expect(JOBS, 'hash')
+  end
+  for _, pair in ipairs(b.order) do
+    expect(bucket_key(pair[1]), 'set')
+  end
+end
+
+-- Applies a batch (after check_batch). `m` holds meta's `armed` (the earliest time the leader is known to
 -- wake for), `expires` and `busy` (`nil`: no leader to tell); an earlier new wake is
 -- published on the queue's channel, and shortens the leader's lease to
 -- max(wake, now + busy) so that a dead leader is replaced in time.
 local function flush(b, now, m)
+  check_batch(b)
   for _, pair in ipairs(b.order) do
     local member, score = pair[1], pair[2]
     redis.call('SADD', bucket_key(member), unpack(b.sets[member]))

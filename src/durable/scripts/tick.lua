@@ -31,6 +31,14 @@ local items = redis.call('ZRANGEBYSCORE', DUE, '-inf', now, 'WITHSCORES', 'LIMIT
 if #items == 2 * budget then
   more = 1
 end
+-- First every read and check, then every write (see lib.lua's `expect`): a key of the
+-- wrong type that this call would write stops it before it has moved anything.
+local popped = {}   -- bucket key -> the ids taken out of it
+local bad = {}      -- ids whose record cannot be read: set aside in `dead`
+local ended = {}    -- ids whose lease ended
+local notes = {}    -- id, note pairs for `errors`
+local dead = {}     -- score, id pairs for `dead`
+local flight_head = false
 for i = 1, #items, 2 do
   local member, score = items[i], tonumber(items[i + 1])
   local kind = string.sub(member, 1, 1)
@@ -47,19 +55,21 @@ for i = 1, #items, 2 do
     -- At most DRAIN jobs of a bucket per call, so that one call holds Redis briefly.
     local take = math.min(budget, DRAIN)
     local key = bucket_key(member)
-    local ids = redis.call('SPOP', key, take)
+    expect(key, 'set')
+    local ids = redis.call('SRANDMEMBER', key, take)
     if #ids < take then
       done[#done + 1] = member
     else
       more = 1
     end
     if #ids > 0 then
+      popped[#popped + 1] = { key, ids }
       budget = budget - #ids
       local recs = redis.call('HMGET', JOBS, unpack(ids))
       for x = 1, #ids do
         local j = recs[x] and readable(recs[x])
         if recs[x] and j == nil then
-          quarantine(ids[x], now)
+          bad[#bad + 1] = ids[x]
         elseif j then
           if j.loc ~= 'x' and j.loc ~= 's' and j.loc ~= 'd' then
             if j.due <= now then
@@ -71,17 +81,17 @@ for i = 1, #items, 2 do
       end
     end
   elseif kind == 'l' then
-    local ended = redis.call('ZRANGEBYSCORE', FLIGHT, '-inf', now, 'LIMIT', 0, budget)
+    ended = redis.call('ZRANGEBYSCORE', FLIGHT, '-inf', now, 'LIMIT', 0, budget)
     if #ended > 0 then
       budget = budget - #ended
       local recs = redis.call('HMGET', JOBS, unpack(ended))
-      local dead = {}
       for x = 1, #ended do
         local j = recs[x] and readable(recs[x])
         if recs[x] and j == nil then
-          quarantine(ended[x], now)
+          bad[#bad + 1] = ended[x]
         elseif j then
-          local note = 'lease ended during attempt ' .. int(j.att) .. ' of ' .. int(j.max)
+          notes[#notes + 1] = ended[x]
+          notes[#notes + 1] = 'lease ended during attempt ' .. int(j.att) .. ' of ' .. int(j.max)
           if j.att >= j.max then
             j.loc = 'd'
             dead[#dead + 1] = now
@@ -91,22 +101,43 @@ for i = 1, #items, 2 do
           else
             b.ready[#b.ready + 1] = ended[x]
           end
-          redis.call('HSET', ERRORS, ended[x], note)
         end
       end
-      redis.call('ZREM', FLIGHT, unpack(ended))
-      if #dead > 0 then
-        redis.call('ZADD', DEAD, unpack(dead))
-      end
     end
-    local head = redis.call('ZRANGE', FLIGHT, 0, 0, 'WITHSCORES')
-    if #head > 0 then
-      redis.call('ZADD', DUE, head[2], 'l')
-    else
-      done[#done + 1] = member
-    end
+    flight_head = true
   else
     garbage(DUE, 'member ' .. string.format('%q', member) .. ' is neither a job nor a bucket')
+  end
+end
+if #bad > 0 or #dead > 0 then
+  expect(DEAD, 'zset')
+end
+if #bad > 0 or #notes > 0 then
+  expect(ERRORS, 'hash')
+end
+check_batch(b)
+-- Every check passed: the writes.
+for _, taken in ipairs(popped) do
+  redis.call('SREM', taken[1], unpack(taken[2]))
+end
+for _, id in ipairs(bad) do
+  quarantine(id, now)
+end
+if #ended > 0 then
+  redis.call('ZREM', FLIGHT, unpack(ended))
+end
+if #notes > 0 then
+  redis.call('HSET', ERRORS, unpack(notes))
+end
+if #dead > 0 then
+  redis.call('ZADD', DEAD, unpack(dead))
+end
+if flight_head then
+  local head = redis.call('ZRANGE', FLIGHT, 0, 0, 'WITHSCORES')
+  if #head > 0 then
+    redis.call('ZADD', DUE, head[2], 'l')
+  else
+    done[#done + 1] = 'l'
   end
 end
 if #done > 0 then
