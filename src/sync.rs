@@ -143,12 +143,56 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// Lets other threads run (loom's, so a model can make progress through a wait).
-pub(crate) fn yield_now() {
+/// Where a thread waits for another to make something true. Outside loom it spins
+/// (std's `yield_now` between looks) and is zero-sized, `notify` doing nothing.
+///
+/// Under loom a waiting thread blocks on a condvar instead, until a `notify`: loom
+/// explores two threads yielding at once without end (a switch away from a thread that
+/// yielded is free, so preemption bounds do not bound it), while a blocked thread leaves
+/// it only the spin's one way out, another thread's change. So every change that can make
+/// what is waited for true must be followed by [`notify`](Self::notify): a missing one
+/// shows as loom's deadlock, never as a pass.
+pub(crate) struct Spin {
     #[cfg(tickless_loom)]
-    loom::thread::yield_now();
-    #[cfg(not(tickless_loom))]
-    std::thread::yield_now();
+    changed: (Mutex<()>, Condvar),
+}
+
+impl Spin {
+    pub(crate) fn new() -> Self {
+        Spin {
+            #[cfg(tickless_loom)]
+            changed: (Mutex::new(()), Condvar::new()),
+        }
+    }
+
+    /// Returns once `done` is true.
+    pub(crate) fn until(&self, done: impl Fn() -> bool) {
+        #[cfg(not(tickless_loom))]
+        while !done() {
+            std::thread::yield_now();
+        }
+        #[cfg(tickless_loom)]
+        {
+            let mut changed = lock(&self.changed.0);
+            while !done() {
+                changed = self
+                    .changed
+                    .1
+                    .wait(changed)
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+            }
+        }
+    }
+
+    /// After a change that may make what a thread waits for in [`until`](Self::until)
+    /// true.
+    pub(crate) fn notify(&self) {
+        #[cfg(tickless_loom)]
+        {
+            let _changed = lock(&self.changed.0);
+            self.changed.1.notify_all();
+        }
+    }
 }
 
 /// A cell whose exclusive access a protocol guarantees instead of a lock (loom's under

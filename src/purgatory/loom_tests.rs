@@ -1,8 +1,8 @@
 //! Every interleaving of an operation's end, under loom: a check racing its expiry racing
 //! a drop (cancel), and a check racing a check. Exactly one of them ends it, with the
 //! outcome that one chose; its condition never runs on two threads at once; a check that
-//! finds it running is not lost. Then the key index (`index`): a watch racing a check and
-//! a drop, on the real `Purgatory`.
+//! finds it running is not lost. Then the key index (`index`), on the real `Purgatory`: a
+//! watch racing a check and a drop, and two forces racing a check that runs the condition.
 //!
 //! Run with `RUSTFLAGS="--cfg tickless_loom" cargo test --release --lib loom`.
 
@@ -206,8 +206,8 @@ fn loom_a_cancel_racing_a_condition_that_does_not_hold_is_told_the_truth() {
 #[test]
 fn loom_a_force_racing_a_cancel_racing_a_running_condition_tells_one_of_them() {
     let mut model = loom::model::Builder::new();
-    // The forcer waits for the runner by yielding: bound the preemptions so the model
-    // ends, as every other spin-waiting model does.
+    // The forcer waits for the runner (blocked, under loom: see `sync::Spin`); bounded
+    // preemptions keep the model as small as it was when that wait was a spin.
     model.preemption_bound = Some(3);
     model.check(|| {
         let (op, _, finished, _) = op(false);
@@ -373,6 +373,53 @@ mod index {
             assert!(checked <= 1);
             let outcome = Pin::new(&mut watch).poll(&mut Context::from_waker(Waker::noop()));
             assert_eq!(outcome, Poll::Ready(Outcome::Completed(VALUE)));
+            drop(watch);
+            assert_left_everything(&purgatory, &timer);
+        });
+    }
+
+    #[test]
+    fn loom_two_forces_racing_a_running_condition_complete_it_once_with_one_value() {
+        let mut model = loom::model::Builder::new();
+        // A force that finds the condition running waits for the runner (blocked, under
+        // loom: see `sync::Spin`, without which two forces spinning at once never end).
+        // Even so, unbounded, this model does not finish in 6 minutes here; bounded to
+        // three preemptions it takes about a second.
+        model.preemption_bound = Some(3);
+        model.check(|| {
+            let timer = manual_timer();
+            let purgatory: Purgatory<u8, u8> = Purgatory::with_timer(timer.clone());
+            // Never holds: the watch's two tries leave it linked, and a force decides.
+            let watch = Arc::new(purgatory.watch([1], TIMEOUT, || None));
+            let checker = {
+                let purgatory = purgatory.clone();
+                loom::thread::spawn(move || purgatory.check(&1))
+            };
+            let forces: Vec<_> = [7, 8]
+                .into_iter()
+                .map(|value| {
+                    let watch = watch.clone();
+                    loom::thread::spawn(move || (value, watch.force_complete(value)))
+                })
+                .collect();
+            let results: Vec<(u8, Result<(), u8>)> =
+                forces.into_iter().map(|f| f.join().unwrap()).collect();
+            let checked = checker.join().unwrap();
+            let winners: Vec<u8> = results
+                .iter()
+                .filter(|(_, result)| result.is_ok())
+                .map(|&(value, _)| value)
+                .collect();
+            assert_eq!(winners.len(), 1, "{results:?}");
+            for (value, result) in &results {
+                if let Err(back) = result {
+                    assert_eq!(back, value, "a losing force gets its own value back");
+                }
+            }
+            assert!(checked <= 1);
+            let mut watch = Arc::try_unwrap(watch).unwrap_or_else(|_| unreachable!());
+            let outcome = Pin::new(&mut watch).poll(&mut Context::from_waker(Waker::noop()));
+            assert_eq!(outcome, Poll::Ready(Outcome::Completed(winners[0])));
             drop(watch);
             assert_left_everything(&purgatory, &timer);
         });

@@ -49,8 +49,10 @@
 //! the index itself in its smallest configuration (one key, one operation, the real
 //! `Purgatory` on a manual timer): a watch racing a check, then dropped while the check
 //! may still be in it, ends the operation once and frees it after the check is done
-//! with it (the operations' `Arc`s are loom's there), and a check racing a watch is not
-//! lost. Larger configurations are checked by races on threads
+//! with it (the operations' `Arc`s are loom's there), a check racing a watch is not lost,
+//! and two forces landing while a check runs the condition complete it once, with one
+//! of their values (under loom a force waits for the runner by blocking, not spinning:
+//! see `sync::Spin`). Larger configurations are checked by races on threads
 //! (`tests/purgatory_races.rs`, `tests/purgatory.rs`).
 //!
 //! An operation is its own timer callback (the timer wakes it when its deadline comes),
