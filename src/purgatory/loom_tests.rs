@@ -2,7 +2,8 @@
 //! a drop (cancel), and a check racing a check. Exactly one of them ends it, with the
 //! outcome that one chose; its condition never runs on two threads at once; a check that
 //! finds it running is not lost. Then the key index (`index`), on the real `Purgatory`: a
-//! watch racing a check and a drop, and two forces racing a check that runs the condition.
+//! watch racing a check, a `cancel_for_key` and a drop, and two forces racing a check that
+//! runs the condition.
 //!
 //! Run with `RUSTFLAGS="--cfg tickless_loom" cargo test --release --lib loom`.
 
@@ -339,6 +340,56 @@ mod index {
             let checked = checker.join().unwrap();
             let completed = told.completed.load(Ordering::SeqCst);
             assert!(completed <= 1, "completed {completed} times");
+            assert_eq!(told.expired.load(Ordering::SeqCst), 0, "expired unadvanced");
+            assert!(
+                checked <= completed,
+                "the check counted {checked}, the hooks were told {completed}"
+            );
+            assert_left_everything(&purgatory, &timer);
+        });
+    }
+
+    #[test]
+    fn loom_a_watch_racing_a_check_and_a_cancel_for_its_key_then_dropped_ends_once() {
+        // Three threads: a check, a `cancel_for_key` (which holds references of its
+        // own) and the watch, dropped at once. Whoever decides, it ends once: completed
+        // (told once, with the condition's value) or cancelled (told nothing), and a
+        // cancel reports a cancel that happened. Unbounded, this model does not finish in
+        // 7 minutes here; bounded to four preemptions it takes about 3 s (five: 15 s).
+        let mut model = loom::model::Builder::new();
+        model.preemption_bound = Some(4);
+        model.check(|| {
+            let timer = manual_timer();
+            let purgatory: Purgatory<u8, u8> = Purgatory::with_timer(timer.clone());
+            let ready = Arc::new(AtomicBool::new(false));
+            let told = std::sync::Arc::new(Told::default());
+            let checker = {
+                let purgatory = purgatory.clone();
+                let ready = ready.clone();
+                loom::thread::spawn(move || {
+                    ready.store(true, Ordering::SeqCst);
+                    purgatory.check(&1)
+                })
+            };
+            let canceller = {
+                let purgatory = purgatory.clone();
+                loom::thread::spawn(move || purgatory.cancel_for_key(&1))
+            };
+            let operation = Produce {
+                ready,
+                told: told.clone(),
+            };
+            drop(Watch {
+                handle: purgatory.watch_operation([1], TIMEOUT, operation),
+            });
+            let checked = checker.join().unwrap();
+            let cancelled = canceller.join().unwrap();
+            let completed = told.completed.load(Ordering::SeqCst);
+            assert!(completed <= 1, "completed {completed} times");
+            assert!(
+                cancelled + completed <= 1,
+                "cancel_for_key cancelled {cancelled}, yet it completed {completed} times"
+            );
             assert_eq!(told.expired.load(Ordering::SeqCst), 0, "expired unadvanced");
             assert!(
                 checked <= completed,

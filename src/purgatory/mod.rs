@@ -47,9 +47,10 @@
 //! is the purgatory's only `unsafe`, besides the condition's cell in `op.rs`. loom checks
 //! the state's exclusion and its cancel and force races (`loom_tests.rs`, on `Op`), and
 //! the index itself in its smallest configuration (one key, one operation, the real
-//! `Purgatory` on a manual timer): a watch racing a check, then dropped while the check
-//! may still be in it, ends the operation once and frees it after the check is done
-//! with it (the operations' `Arc`s are loom's there), a check racing a watch is not lost,
+//! `Purgatory` on a manual timer): a watch racing a check (and a `cancel_for_key`), then
+//! dropped while the check may still be in it, ends the operation once and frees it after
+//! the check is done with it (the operations' `Arc`s are loom's there), a check racing a
+//! watch is not lost,
 //! and two forces landing while a check runs the condition complete it once, with one
 //! of their values (under loom a force waits for the runner by blocking, not spinning:
 //! see `sync::Spin`). Larger configurations are checked by races on threads
