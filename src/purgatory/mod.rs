@@ -45,9 +45,16 @@
 //! ends (and unlinks) an operation while it is still being linked. That is the cost that
 //! grows with the rate squared, since a check runs every condition watching its key; it
 //! is the purgatory's only `unsafe`, besides the condition's cell in `op.rs`. loom checks
-//! the state's exclusion and its cancel and force races (`loom_tests.rs`, on `Op`); the
-//! index itself is checked by races on threads (`tests/purgatory_races.rs`,
-//! `tests/purgatory.rs`), not yet by loom.
+//! the state's exclusion and its cancel and force races (`loom_tests.rs`, on `Op`), and
+//! the index itself in its smallest configuration (one key, one operation, the real
+//! `Purgatory` on a manual timer): a watch racing a check (and a `cancel_for_key`), then
+//! dropped while the check may still be in it, ends the operation once and frees it after
+//! the check is done with it (the operations' `Arc`s are loom's there), a check racing a
+//! watch is not lost,
+//! and two forces landing while a check runs the condition complete it once, with one
+//! of their values (under loom a force waits for the runner by blocking, not spinning:
+//! see `sync::Spin`). Larger configurations are checked by races on threads
+//! (`tests/purgatory_races.rs`, `tests/purgatory.rs`).
 //!
 //! An operation is its own timer callback (the timer wakes it when its deadline comes),
 //! so watching one allocates the operation, its condition and its keys, and nothing on
@@ -68,7 +75,7 @@ pub use threshold::{ThresholdHandle, ThresholdPurgatory, ThresholdWait};
 
 use crate::callback::Expiry;
 use crate::error::Error;
-use crate::sync::{lock, Mutex};
+use crate::sync::{arc_from_ptr, lock, waker, Arc, Mutex};
 use crate::Timer;
 use op::{Condition, Ended, Ending, Forced, Op};
 use slab::Slab;
@@ -80,8 +87,10 @@ use std::hash::{BuildHasher, Hash};
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Weak};
-use std::task::{Context, Poll, Wake, Waker};
+// The purgatory itself is std's `Arc` (its operations hold it weakly); its operations are
+// the facade's (`crate::sync::Arc`), loom's under the cfg, so that the models see them.
+use std::sync::{Arc as Shared, Weak};
+use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -114,23 +123,45 @@ impl<K, T> Entry<K, T> {
     }
 }
 
-impl<K, T> Wake for Entry<K, T>
+impl<K, T> Entry<K, T>
 where
     K: Key,
     T: Send + 'static,
 {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
-    }
-
-    /// The deadline came.
-    fn wake_by_ref(self: &Arc<Self>) {
+    /// The deadline came (its expiry's waker was woken).
+    fn expired(&self) {
         if self.op.expire().is_some() {
             // Unless the purgatory is gone, and its key index with it.
             if let Some(inner) = self.inner.upgrade() {
                 inner.finish(self, Ended::Expired);
             }
         }
+    }
+}
+
+#[cfg(not(tickless_loom))]
+impl<K, T> std::task::Wake for Entry<K, T>
+where
+    K: Key,
+    T: Send + 'static,
+{
+    fn wake(self: Arc<Self>) {
+        self.expired();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.expired();
+    }
+}
+
+#[cfg(tickless_loom)]
+impl<K, T> crate::sync::Wake for Entry<K, T>
+where
+    K: Key,
+    T: Send + 'static,
+{
+    fn wake_by_ref(this: &Arc<Self>) {
+        this.expired();
     }
 }
 
@@ -175,7 +206,7 @@ struct Inner<K, T> {
 /// # }
 /// ```
 pub struct Purgatory<K, T> {
-    inner: Arc<Inner<K, T>>,
+    inner: Shared<Inner<K, T>>,
 }
 
 impl<K, T> Clone for Purgatory<K, T> {
@@ -271,7 +302,7 @@ where
     pub fn with_timer(timer: Timer) -> Self {
         let shards = Timer::default_shards();
         Purgatory {
-            inner: Arc::new(Inner {
+            inner: Shared::new(Inner {
                 timer,
                 hasher: RandomState::new(),
                 shards: (0..shards).map(|_| Mutex::new(HashMap::new())).collect(),
@@ -442,10 +473,7 @@ where
                 // SAFETY: this thread ended it, so it is still linked (only its ender
                 // unlinks it) and alive: a reference of our own, for the unlinking, which
                 // drops the index's.
-                let entry = unsafe {
-                    Arc::increment_strong_count(entry);
-                    Arc::from_raw(entry)
-                };
+                let entry = unsafe { arc_from_ptr(entry) };
                 self.inner.finish(&entry, ended);
                 Some(ended)
             }));
@@ -501,13 +529,13 @@ where
     }
 
     fn watch(
-        self: &Arc<Self>,
+        self: &Shared<Self>,
         keys: Box<[K]>,
         deadline: Instant,
         condition: Box<dyn Condition<T>>,
     ) -> Result<Arc<Entry<K, T>>, Error> {
         let entry = Arc::new(Entry {
-            inner: Arc::downgrade(self),
+            inner: Shared::downgrade(self),
             op: Op::new(condition),
             links: Mutex::new(vec![None; keys.len()]),
             keys,
@@ -527,7 +555,7 @@ where
         // The expiry first, so that a timer at its limit refuses with nothing linked
         // (the operation, claimed and never linked, is dropped with the error). A
         // deadline that has passed only flags the operation: this thread runs it.
-        let expiry = self.timer.expire_at(deadline, Waker::from(entry.clone()))?;
+        let expiry = self.timer.expire_at(deadline, waker(entry.clone()))?;
         *lock(&entry.expiry) = Some(expiry);
         // Counted once per operation, not per link: the counters are shared by every
         // thread that watches and ends operations.
@@ -601,7 +629,7 @@ fn could_not_watch(error: &Error) -> ! {
 /// operation watched. A [`Watch`] (the future of [`Purgatory::watch`]) derefs to one.
 pub struct OperationHandle<K: Key, T: Send + 'static> {
     entry: Arc<Entry<K, T>>,
-    inner: Arc<Inner<K, T>>,
+    inner: Shared<Inner<K, T>>,
 }
 
 impl<K: Key, T: Send + 'static> OperationHandle<K, T> {

@@ -45,7 +45,7 @@
 //! squared (`unsafe` for that reason alone, in [`Op::cond`]'s three accessors; loom
 //! checks the exclusion).
 
-use crate::sync::{lock, yield_now, AtomicU32, Mutex, Ordering, UnsafeCell};
+use crate::sync::{lock, AtomicU32, Mutex, Ordering, Spin, UnsafeCell};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::task::{Poll, Waker};
 
@@ -156,6 +156,8 @@ pub(super) struct Op<T> {
     cond: UnsafeCell<Option<Box<dyn Condition<T>>>>,
     /// A value forced while the condition ran.
     forced: Mutex<Option<T>>,
+    /// Where forces wait for the runner to end it (told by the runner once it has).
+    ended: Spin,
     /// The outcome once ended (unless the condition consumed it), and the future's waker.
     slot: Mutex<Slot<T>>,
 }
@@ -180,6 +182,7 @@ impl<T: Send> Op<T> {
             state: AtomicU32::new(WAITING),
             cond: UnsafeCell::new(Some(cond)),
             forced: Mutex::new(None),
+            ended: Spin::new(),
             slot: Mutex::new(Slot {
                 ended: false,
                 outcome: None,
@@ -247,6 +250,10 @@ impl<T: Send> Op<T> {
                 // flags set by racing threads are ordered before or after it, never lost
                 // over it (a plain store is not ordered against their compare-and-swaps).
                 let flags = self.state.swap(DONE, Ordering::AcqRel);
+                if flags & FORCE != 0 {
+                    // Forces wait for the end only once one is flagged.
+                    self.ended.notify();
+                }
                 // SAFETY: this thread moved the state from running to ended.
                 let cond = unsafe { self.take_cond() };
                 if flags & CANCEL != 0 {
@@ -290,6 +297,10 @@ impl<T: Send> Op<T> {
                 WAITING => return None,
                 RUNNING => continue,
                 _ => {
+                    if state & FORCE != 0 {
+                        // Forces wait for the end only once one is flagged.
+                        self.ended.notify();
+                    }
                     // SAFETY: this thread moved the state from running to ended.
                     let cond = unsafe { self.take_cond() };
                     let (outcome, ended) = if state & CANCEL != 0 {
@@ -370,9 +381,11 @@ impl<T: Send> Op<T> {
                     // other's value, nor takes it back.
                     let mut forced = lock(&self.forced);
                     if forced.is_some() {
-                        // Another force is parking: look again once it has.
+                        // Another force has parked (and flagged it, under this lock), or
+                        // the condition held first: either way the runner ends it. Look
+                        // again once it has.
                         drop(forced);
-                        yield_now();
+                        self.ended.until(|| self.is_done());
                         state = self.state.load(Ordering::Acquire);
                         continue;
                     }
@@ -395,7 +408,7 @@ impl<T: Send> Op<T> {
                 }
                 // Another force is parked: wait for the runner, then look again.
                 RUNNING => {
-                    yield_now();
+                    self.ended.until(|| self.is_done());
                     state = self.state.load(Ordering::Acquire);
                 }
                 _ => match self.state.compare_exchange_weak(
@@ -421,9 +434,7 @@ impl<T: Send> Op<T> {
     /// After parking a forced value: waits for the runner to end the operation, and says
     /// whether it used the value.
     fn await_runner(&self) -> Forced<T> {
-        while !self.is_done() {
-            yield_now();
-        }
+        self.ended.until(|| self.is_done());
         match lock(&self.forced).take() {
             Some(value) => Forced::No(value), // the condition held first
             None => Forced::ByRunner,
