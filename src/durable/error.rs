@@ -123,8 +123,8 @@ impl Error {
         Error::new(Kind::Redis, format!("redis error on {key} ({what}): {err}"))
     }
 
-    /// The URL could not be parsed, or names a scheme other than `redis://`, `rediss://`
-    /// or `redis+unix://`.
+    /// The URL could not be parsed, or names a scheme other than `redis://` or
+    /// `redis+unix://` (`rediss://`, TLS, is refused here until TLS is built in).
     pub fn is_invalid_url(&self) -> bool {
         self.kind == Kind::InvalidUrl
     }
