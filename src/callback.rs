@@ -20,7 +20,7 @@
 use crate::driver::shard::Shard;
 use crate::sync::{lock, Mutex};
 use crate::time::error::Error;
-use crate::Timer;
+use crate::{Builder, Timer};
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
@@ -54,7 +54,7 @@ impl Scheduled {
             return false;
         }
         let data = Arc::as_ptr(&self.cell).cast::<()>();
-        self.shard.cancel_callback(self.key, data);
+        self.shard.remove_run(self.key, data);
         true
     }
 
@@ -295,7 +295,7 @@ impl Timer {
     /// run nor been cancelled: an exact count (it sums every shard, under each shard's
     /// lock).
     pub fn pending(&self) -> usize {
-        self.core().pending_callbacks()
+        self.core().pending_runs()
     }
 
     /// The part of scheduling that does not depend on the closure's type: `waker` runs
@@ -306,18 +306,30 @@ impl Timer {
         waker: Waker,
         cell: Arc<dyn Cancel>,
     ) -> Result<Scheduled, Error> {
-        self.core()
-            .reserve_callback()
-            .map_err(Error::at_capacity_of)?;
+        self.core().reserve_run().map_err(Error::at_capacity_of)?;
         let shard = self.shard().clone();
         let tick = shard.core.clock.nanos_tick(i128::from(deadline));
-        let key = shard.schedule(tick, waker);
+        let key = shard.insert_run(tick, waker);
         Ok(Scheduled {
             shard,
             key,
             deadline,
             cell,
         })
+    }
+}
+
+/// The callbacks' setting on a timer's builder.
+impl Builder {
+    /// The most callbacks that may be pending at once: past it, [`Timer::schedule`] and
+    /// friends return an error for which
+    /// [`is_at_capacity`](crate::error::Error::is_at_capacity) holds (Netty's
+    /// `maxPendingTimeouts`). No limit without this call; `0` refuses every callback.
+    /// `Sleep`s and other timers do not count; a purgatory's operations do (each waits
+    /// for its expiry as a callback does).
+    pub fn max_pending(mut self, max: usize) -> Builder {
+        self.max_pending = Some(max);
+        self
     }
 }
 
@@ -335,9 +347,7 @@ impl Timer {
     /// callbacks (no cell, no closure, no allocation) and decide exactly once themselves:
     /// [`cancel_expiry`](Self::cancel_expiry) only unlinks the entry.
     pub(crate) fn expire_at(&self, deadline: Instant, waker: Waker) -> Result<Expiry, Error> {
-        self.core()
-            .reserve_callback()
-            .map_err(Error::at_capacity_of)?;
+        self.core().reserve_run().map_err(Error::at_capacity_of)?;
         let index = self.shard_index();
         let shard = self.shard_at(index);
         let tick = shard
@@ -346,7 +356,7 @@ impl Timer {
             .nanos_tick(i128::from(shard.core.clock.offset(deadline)));
         Ok(Expiry {
             shard: index as u32,
-            key: shard.schedule(tick, waker),
+            key: shard.insert_run(tick, waker),
         })
     }
 
@@ -354,7 +364,7 @@ impl Timer {
     /// waker's data pointer, which tells its entry from one that reused the key.
     pub(crate) fn cancel_expiry(&self, expiry: Expiry, data: *const ()) -> bool {
         self.shard_at(expiry.shard as usize)
-            .cancel_callback(expiry.key, data)
+            .remove_run(expiry.key, data)
     }
 }
 
@@ -368,7 +378,7 @@ where
     let cell = Arc::new(Cell {
         state: Mutex::new(State::Pending(f)),
     });
-    let key = shard.schedule(deadline_tick, Waker::from(cell.clone()));
+    let key = shard.insert_run(deadline_tick, Waker::from(cell.clone()));
     Scheduled {
         shard: shard.clone(),
         key,

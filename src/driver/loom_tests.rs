@@ -346,7 +346,7 @@ fn loom_a_cancel_racing_a_callbacks_fire_is_exactly_once() {
         assert!(ran != cancelled, "ran {ran}, cancel returned {cancelled}");
         assert_eq!(scheduled.is_cancelled(), cancelled);
         assert_eq!(scheduled.has_fired(), ran);
-        assert_eq!(core.pending_callbacks(), 0);
+        assert_eq!(core.pending_runs(), 0);
         assert_eq!(core.snapshot().registered, 0, "an entry was left behind");
         assert_eq!(shard.lock().wheel.len(), 0);
     });

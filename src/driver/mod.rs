@@ -16,9 +16,27 @@
 //! - **manual**: [`Core::advance_by`] and [`Core::advance_to`] move the clock and turn in
 //!   the caller.
 //!
+//! # Two kinds of entry
+//!
+//! A wheel entry holds a `Waker`, and the driver knows two kinds, without knowing what is
+//! behind either:
+//!
+//! - a **timer** (a `Sleep`, an `Interval`, a `DelayQueue`'s registration): its owner
+//!   polls it. When it fires the driver wakes its waker and leaves the entry, which only
+//!   the owner removes (rule 3); when a runtime shuts down, every timer's waker is woken,
+//!   so that its owner polls again and moves to a driver thread.
+//! - a **run entry** (a callback, a purgatory's expiry): nobody polls it, and its waker
+//!   *is* the work. The driver takes it out of the wheel when it fires and wakes it after
+//!   every shard is turned, in deadline order, with no lock held; a shutdown leaves it
+//!   alone (waking it would run it early). A shard that holds run entries keeps itself
+//!   alive while a driver can fire them (nothing else would), and an optional bound caps
+//!   how many may be pending (set by the callbacks' `max_pending`). Whoever inserts one
+//!   ([`Shard::insert_run`]) decides, against a racing [`Shard::remove_run`], whether
+//!   its work runs: the driver only counts what it took and what panicked.
+//!
 //! # Ground rules
 //!
-//! 1. A shard's wheel, its `armed` tick and its callback marks are touched only with that
+//! 1. A shard's wheel, its `armed` tick and its run-entry marks are touched only with that
 //!    shard's lock held. Outside any lock are the clock (read-mostly atomics, see
 //!    [`clock`]), the `mode` (which only moves forward: tokio to stopped, when the runtime
 //!    goes, then stopped to fallback, when a driver thread takes over), the counters,
@@ -158,10 +176,10 @@ pub(crate) struct Snapshot {
     pub(crate) entries_fired: u64,
     pub(crate) entries_demoted: u64,
     pub(crate) waker_panics: u64,
-    pub(crate) callbacks_fired: u64,
-    pub(crate) callback_panics: u64,
+    pub(crate) runs_fired: u64,
+    pub(crate) run_panics: u64,
     pub(crate) registered: usize,
-    pub(crate) pending_callbacks: usize,
+    pub(crate) pending_runs: usize,
     pub(crate) levels: usize,
 }
 
@@ -171,8 +189,8 @@ pub(crate) struct Snapshot {
 pub(crate) struct Scratch {
     /// Wakers of due timers, woken in batches.
     wakers: Vec<Waker>,
-    /// Due callbacks with their deadline ticks, run after every shard is turned.
-    callbacks: Vec<(u64, Waker)>,
+    /// Due run entries with their deadline ticks, run after every shard is turned.
+    runs: Vec<(u64, Waker)>,
     /// Shards' keepalives let go of by the turn, dropped with no lock held.
     keepalives: Vec<Arc<Shard>>,
 }
@@ -193,18 +211,16 @@ pub(crate) struct Core {
     requested: AtomicU64,
     /// The token holder's scratch (see [`Scratch`]).
     scratch: Mutex<Scratch>,
-    /// The most callbacks that may be pending at once ([`Builder::max_pending`]), and how
-    /// many are, counted only when there is a limit.
-    ///
-    /// [`Builder::max_pending`]: crate::Builder::max_pending
-    max_pending: OnceLock<usize>,
+    /// The most run entries that may be pending at once, and how many are, counted only
+    /// when there is a bound (the callbacks' `Builder::max_pending` sets it).
+    run_bound: OnceLock<usize>,
     limited: AtomicU64,
     /// The driver thread, once one runs.
     thread: OnceLock<std::thread::Thread>,
     wakeups: AtomicU64,
     waker_panics: AtomicU64,
-    callbacks_fired: AtomicU64,
-    callback_panics: AtomicU64,
+    runs_fired: AtomicU64,
+    run_panics: AtomicU64,
     /// Under loom, a fallback driver thread is recorded here rather than started.
     #[cfg(tickless_loom)]
     fallback_started: crate::sync::AtomicBool,
@@ -227,13 +243,13 @@ impl Core {
             alarm: Mutex::new(None),
             requested: AtomicU64::new(u64::MAX),
             scratch: Mutex::new(Scratch::default()),
-            max_pending: OnceLock::new(),
+            run_bound: OnceLock::new(),
             limited: AtomicU64::new(0),
             thread: OnceLock::new(),
             wakeups: AtomicU64::new(0),
             waker_panics: AtomicU64::new(0),
-            callbacks_fired: AtomicU64::new(0),
-            callback_panics: AtomicU64::new(0),
+            runs_fired: AtomicU64::new(0),
+            run_panics: AtomicU64::new(0),
             #[cfg(tickless_loom)]
             fallback_started: crate::sync::AtomicBool::new(false),
         });
@@ -269,7 +285,7 @@ impl Core {
 
     /// One turn: advances every shard to `now_tick`, wakes every due timer in batches of
     /// [`WAKE_BATCH`] with the shard's lock released, sets each shard's `armed`, then runs
-    /// the due callbacks of all shards in deadline order (by tick; ties as they came), and
+    /// the due run entries of all shards in deadline order (by tick; ties as they came), and
     /// returns the tick the driver should next turn at (`None`: only when notified).
     pub(crate) fn turn(&self, now_tick: u64, scratch: &mut Scratch) -> Option<u64> {
         self.wakeups.fetch_add(1, Ordering::Relaxed);
@@ -286,15 +302,15 @@ impl Core {
                         break;
                     };
                     let waker = take(waker);
-                    if state.is_callback(key) {
-                        // The driver takes fired callbacks out of the wheel itself; the
-                        // callback decides, against a racing cancel, whether it runs.
+                    if state.is_run(key) {
+                        // The driver takes a fired run entry out of the wheel itself; what
+                        // its waker runs decides, against a racing cancel, whether it runs.
                         let tick = state.wheel.deadline_tick(key);
                         drop(state.wheel.try_remove(key)); // the no-op waker left by `take`
-                        if let Some(keepalive) = state.callback_removed(key) {
+                        if let Some(keepalive) = state.run_removed(key) {
                             scratch.keepalives.push(keepalive);
                         }
-                        scratch.callbacks.push((tick, waker));
+                        scratch.runs.push((tick, waker));
                     } else {
                         scratch.wakers.push(waker);
                     }
@@ -317,34 +333,34 @@ impl Core {
             };
         }
         self.count_panics(panics);
-        if !scratch.callbacks.is_empty() {
-            let fired = scratch.callbacks.len();
-            self.callbacks_removed(fired);
-            self.callbacks_fired
-                .fetch_add(fired as u64, Ordering::Relaxed);
-            scratch.callbacks.sort_by_key(|&(tick, _)| tick);
+        if !scratch.runs.is_empty() {
+            let fired = scratch.runs.len();
+            self.runs_removed(fired);
+            self.runs_fired.fetch_add(fired as u64, Ordering::Relaxed);
+            scratch.runs.sort_by_key(|&(tick, _)| tick);
             let mut failed = 0;
-            for (_, callback) in scratch.callbacks.drain(..) {
-                if catch_unwind(AssertUnwindSafe(|| callback.wake())).is_err() {
+            for (_, run) in scratch.runs.drain(..) {
+                if catch_unwind(AssertUnwindSafe(|| run.wake())).is_err() {
                     failed += 1;
                 }
             }
             if failed > 0 {
-                self.callback_panics.fetch_add(failed, Ordering::Relaxed);
+                self.run_panics.fetch_add(failed, Ordering::Relaxed);
             }
         }
         scratch.keepalives.clear();
         next
     }
 
-    /// Sets the most callbacks that may be pending at once.
-    pub(crate) fn set_max_pending(&self, max: usize) {
-        let _ = self.max_pending.set(max);
+    /// Sets the most run entries that may be pending at once.
+    pub(crate) fn set_run_bound(&self, max: usize) {
+        let _ = self.run_bound.set(max);
     }
 
-    /// Counts a callback about to be scheduled against the limit, if there is one.
-    pub(crate) fn reserve_callback(&self) -> Result<(), usize> {
-        let Some(&max) = self.max_pending.get() else {
+    /// Counts a run entry about to be inserted against the bound, if there is one; `Err`
+    /// with the bound when it is reached.
+    pub(crate) fn reserve_run(&self) -> Result<(), usize> {
+        let Some(&max) = self.run_bound.get() else {
             return Ok(());
         };
         self.limited
@@ -355,16 +371,16 @@ impl Core {
             .map_err(|_| max)
     }
 
-    /// `removed` callbacks have left the wheels (fired or cancelled).
-    pub(crate) fn callbacks_removed(&self, removed: usize) {
-        if self.max_pending.get().is_some() {
+    /// `removed` run entries have left the wheels (fired or removed).
+    pub(crate) fn runs_removed(&self, removed: usize) {
+        if self.run_bound.get().is_some() {
             self.limited.fetch_sub(removed as u64, Ordering::AcqRel);
         }
     }
 
-    /// Callbacks scheduled and not yet fired or cancelled, summed over the shards.
-    pub(crate) fn pending_callbacks(&self) -> usize {
-        self.shards().map(|shard| shard.lock().callback_count).sum()
+    /// Run entries inserted and not yet fired or removed, summed over the shards.
+    pub(crate) fn pending_runs(&self) -> usize {
+        self.shards().map(|shard| shard.lock().run_count).sum()
     }
 
     fn count_panics(&self, panics: u64) {
@@ -402,8 +418,8 @@ impl Core {
                 self.requested.fetch_min(tick, Ordering::AcqRel);
                 self.request(REARM);
             }
-            // A manual clock's time moves only by `advance`; a callback already due when
-            // scheduled from inside one (a callback scheduling another) runs before that
+            // A manual clock's time moves only by `advance`; a run entry already due when
+            // inserted from inside one (a callback scheduling another) runs before that
             // `advance` returns, any other at the next.
             Mode::Manual => {
                 if self.token.held_here() {
@@ -431,7 +447,7 @@ impl Core {
 
     /// For the token holder: does the work handed out until there is none.
     fn drive(&self) {
-        // Wakers, callbacks and tokio are all caught where they run; if anything panics
+        // Wakers, run entries and tokio are all caught where they run; if anything panics
         // here even so, the token must not stay held by a thread that left.
         struct Abandon<'a>(&'a Token);
         impl Drop for Abandon<'_> {
@@ -539,20 +555,20 @@ impl Core {
         }
         self.clock.use_real_clock(runtime_now);
         let mut wakers = Vec::new();
-        let mut callbacks = None;
+        let mut runs = None;
         for shard in self.shards() {
             let mut state = shard.lock();
             state.armed = None;
             state.take_timer_wakers(&mut wakers);
-            if state.callback_count > 0 {
-                callbacks = Some(shard.core.clone());
+            if state.run_count > 0 {
+                runs = Some(shard.core.clone());
             }
         }
         let panics = wake_all(&mut wakers);
         self.count_panics(panics);
         self.request(STOP);
-        // Nobody polls a callback: when any is pending, the driver thread starts now.
-        if let Some(core) = callbacks {
+        // Nobody polls a run entry: when any is pending, the driver thread starts now.
+        if let Some(core) = runs {
             core.ensure_driver();
         }
     }
@@ -617,8 +633,8 @@ impl Core {
         let mut snapshot = Snapshot {
             wakeups: self.wakeups.load(Ordering::Relaxed),
             waker_panics: self.waker_panics.load(Ordering::Relaxed),
-            callbacks_fired: self.callbacks_fired.load(Ordering::Relaxed),
-            callback_panics: self.callback_panics.load(Ordering::Relaxed),
+            runs_fired: self.runs_fired.load(Ordering::Relaxed),
+            run_panics: self.run_panics.load(Ordering::Relaxed),
             ..Snapshot::default()
         };
         for shard in self.shards() {
@@ -627,8 +643,8 @@ impl Core {
             snapshot.buckets_flushed += counters.buckets_flushed;
             snapshot.entries_fired += counters.entries_fired;
             snapshot.entries_demoted += counters.entries_demoted;
-            snapshot.registered += state.wheel.len() - state.callback_count;
-            snapshot.pending_callbacks += state.callback_count;
+            snapshot.registered += state.wheel.len() - state.run_count;
+            snapshot.pending_runs += state.run_count;
             snapshot.levels = snapshot.levels.max(state.wheel.levels());
         }
         snapshot

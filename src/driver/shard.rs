@@ -22,20 +22,20 @@ pub(crate) struct Shard {
 pub(crate) struct ShardState {
     /// Each timer's waker; [`Waker::noop`] until it has one. A plain `Waker` (not an
     /// `Option`) gives the slab entry a niche, so an entry is 32 bytes, not 40. A
-    /// callback's waker runs the callback.
+    /// run entry's waker runs it (see "Two kinds of entry" in [`driver`](super)).
     pub(crate) wheel: Wheel<Waker>,
     /// The tick before which an insert here must notify the driver (ground rule 4):
     /// `None` notifies on any queued bucket, `Some(0)` never (a manual clock).
     pub(crate) armed: Option<u64>,
-    /// Which keys hold callbacks, one bit each: the driver removes those itself when they
-    /// fire, and never wakes them early (a runtime's shutdown wakes every `Sleep`).
-    callbacks: Bits,
-    /// How many callbacks this shard holds: what [`Timer::pending`](crate::Timer::pending)
+    /// Which keys hold run entries, one bit each: the driver removes those itself when
+    /// they fire, and never wakes them early (a runtime's shutdown wakes every timer).
+    runs: Bits,
+    /// How many run entries this shard holds: what [`Timer::pending`](crate::Timer::pending)
     /// sums.
-    pub(crate) callback_count: usize,
-    /// This shard, while it holds callbacks and a driver can fire them: pending callbacks
-    /// keep their timer alive, as a spawned task keeps its runtime. (A manual clock's
-    /// cannot: nothing but a handle can advance it.)
+    pub(crate) run_count: usize,
+    /// This shard, while it holds run entries and a driver can fire them: nobody polls a
+    /// run entry, so pending ones keep their timer alive, as a spawned task keeps its
+    /// runtime. (A manual clock's cannot: nothing but a handle can advance it.)
     keepalive: Option<Arc<Shard>>,
 }
 
@@ -80,8 +80,8 @@ impl Shard {
             state: Mutex::new(ShardState {
                 wheel: Wheel::new(wheel_size),
                 armed,
-                callbacks: Bits::default(),
-                callback_count: 0,
+                runs: Bits::default(),
+                run_count: 0,
                 keepalive: None,
             }),
         }
@@ -178,13 +178,13 @@ impl Shard {
 }
 
 impl Shard {
-    /// Schedules a callback due at `deadline_tick`, whose `waker` runs it, and returns its
+    /// Inserts a run entry due at `deadline_tick`, whose `waker` runs it, and returns its
     /// key. One already due waits in the ready list, and the driver is told to turn.
-    pub(crate) fn schedule(self: &Arc<Self>, deadline_tick: u64, waker: Waker) -> usize {
+    pub(crate) fn insert_run(self: &Arc<Self>, deadline_tick: u64, waker: Waker) -> usize {
         let mut state = self.lock();
         let (key, placed) = state.wheel.insert(deadline_tick, waker);
-        state.callbacks.set(key);
-        state.callback_count += 1;
+        state.runs.set(key);
+        state.run_count += 1;
         if state.keepalive.is_none() && state.armed != Some(0) {
             state.keepalive = Some(self.clone());
         }
@@ -200,11 +200,11 @@ impl Shard {
         key
     }
 
-    /// Removes the callback at `key` if it is still the one whose waker's data is `data`
-    /// (the driver may have taken it, and the key gone to another timer); `true` if it did.
-    pub(crate) fn cancel_callback(&self, key: usize, data: *const ()) -> bool {
+    /// Removes the run entry at `key` if it is still the one whose waker's data is `data`
+    /// (the driver may have taken it, and the key gone to another entry); `true` if it did.
+    pub(crate) fn remove_run(&self, key: usize, data: *const ()) -> bool {
         let mut state = self.lock();
-        let ours = state.callbacks.get(key)
+        let ours = state.runs.get(key)
             && state
                 .wheel
                 .get(key)
@@ -213,9 +213,9 @@ impl Shard {
             return false;
         }
         let waker = state.wheel.try_remove(key);
-        let keepalive = state.callback_removed(key);
+        let keepalive = state.run_removed(key);
         drop(state);
-        self.core.callbacks_removed(1);
+        self.core.runs_removed(1);
         self.core.release(waker);
         drop(keepalive);
         true
@@ -223,29 +223,29 @@ impl Shard {
 }
 
 impl ShardState {
-    /// Whether `key` holds a callback.
-    pub(crate) fn is_callback(&self, key: usize) -> bool {
-        self.callbacks.get(key)
+    /// Whether `key` holds a run entry.
+    pub(crate) fn is_run(&self, key: usize) -> bool {
+        self.runs.get(key)
     }
 
-    /// Takes the waker of every timer that is not a callback (leaving the no-op one), to
-    /// be woken unlocked: they poll again. Callbacks are left alone: waking one runs it.
+    /// Takes the waker of every timer (leaving the no-op one), to be woken unlocked: they
+    /// poll again. Run entries are left alone: waking one runs it.
     pub(crate) fn take_timer_wakers(&mut self, into: &mut Vec<Waker>) {
-        let callbacks = &self.callbacks;
+        let runs = &self.runs;
         self.wheel.for_each(|key, waker| {
-            if !callbacks.get(key) {
+            if !runs.get(key) {
                 into.push(std::mem::replace(waker, Waker::noop().clone()));
             }
         });
     }
 
-    /// Forgets that `key` held a callback (its entry is gone); hands back the shard's
+    /// Forgets that `key` held a run entry (its entry is gone); hands back the shard's
     /// keepalive, to be dropped unlocked, when it was the last.
     #[must_use = "the keepalive is dropped by the caller, after the lock"]
-    pub(crate) fn callback_removed(&mut self, key: usize) -> Option<Arc<Shard>> {
-        self.callbacks.clear(key);
-        self.callback_count -= 1;
-        if self.callback_count == 0 {
+    pub(crate) fn run_removed(&mut self, key: usize) -> Option<Arc<Shard>> {
+        self.runs.clear(key);
+        self.run_count -= 1;
+        if self.run_count == 0 {
             self.keepalive.take()
         } else {
             None

@@ -98,8 +98,9 @@ impl Timer {
     }
 
     fn from_parts(core: Arc<Core>, shards: Box<[Arc<Shard>]>, max_pending: Option<usize>) -> Timer {
+        // Callbacks (and purgatory expiries) are the driver's run entries: their bound.
         if let Some(max) = max_pending {
-            core.set_max_pending(max);
+            core.set_run_bound(max);
         }
         Timer {
             inner: Arc::new(Inner { core, shards }),
@@ -322,10 +323,10 @@ impl Timer {
             entries_fired: s.entries_fired,
             entries_demoted: s.entries_demoted,
             waker_panics: s.waker_panics,
-            callbacks_fired: s.callbacks_fired,
-            callback_panics: s.callback_panics,
+            callbacks_fired: s.runs_fired,
+            callback_panics: s.run_panics,
             registered: s.registered,
-            pending_callbacks: s.pending_callbacks,
+            pending_callbacks: s.pending_runs,
             levels: s.levels,
         }
     }
@@ -409,7 +410,8 @@ pub enum Driver {
 pub struct Builder {
     /// `None`: 1 ms, or 1 ns with a manual clock.
     tick: Option<Duration>,
-    max_pending: Option<usize>,
+    /// Set by `Builder::max_pending`, which is the callbacks' (`callback.rs`).
+    pub(crate) max_pending: Option<usize>,
     wheel_size: usize,
     /// `None`: [`Timer::default_shards`].
     shards: Option<usize>,
@@ -470,16 +472,6 @@ impl Builder {
     /// register and cancel at once without contending.
     pub fn shards(mut self, shards: usize) -> Builder {
         self.shards = Some(shards);
-        self
-    }
-
-    /// The most callbacks that may be pending at once: past it, [`Timer::schedule`] and
-    /// friends return an error for which
-    /// [`is_at_capacity`](crate::error::Error::is_at_capacity) holds (Netty's
-    /// `maxPendingTimeouts`). No limit without this call; `0` refuses every callback.
-    /// `Sleep`s and other timers do not count.
-    pub fn max_pending(mut self, max: usize) -> Builder {
-        self.max_pending = Some(max);
         self
     }
 
