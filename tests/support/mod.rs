@@ -205,15 +205,6 @@ pub fn multi_thread_standard_timer() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
-/// A current-thread runtime with every driver on; its clock paused if `paused`.
-pub fn current_thread(paused: bool) -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .start_paused(paused)
-        .build()
-        .unwrap()
-}
-
 /// Runs `f` on a thread and fails the test if it does not finish within `limit`: for
 /// tests whose failure is a hang or a spin.
 pub fn within<T: Send + 'static>(

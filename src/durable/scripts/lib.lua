@@ -235,28 +235,31 @@ local function insert(b, id, j, now, h)
 end
 
 -- Checks, before anything is written, every key `flush` will write for batch `b` (and
--- only those: a bad key that a call does not touch does not stop it).
-local function check_batch(b)
-  if #b.order > 0 or #b.staged > 0 then
+-- only those: a bad key that a call does not touch does not stop it). `jobs` is never
+-- checked: a record is only written after the script read it (HGET/HMGET fail first on
+-- a wrong type), and neither is a key in `read`, which the caller has read already.
+local function check_batch(b, read)
+  read = read or {}
+  if (#b.order > 0 or #b.staged > 0) and not read[DUE] then
     expect(DUE, 'zset')
   end
-  if #b.ready > 0 then
+  if #b.ready > 0 and not read[READY] then
     expect(READY, 'list')
-  end
-  if #b.writes > 0 then
-    expect(JOBS, 'hash')
   end
   for _, pair in ipairs(b.order) do
     expect(bucket_key(pair[1]), 'set')
   end
 end
 
--- Applies a batch (after check_batch). `m` holds meta's `armed` (the earliest time the leader is known to
--- wake for), `expires` and `busy` (`nil`: no leader to tell); an earlier new wake is
--- published on the queue's channel, and shortens the leader's lease to
+-- Applies a batch, first checking it (check_batch) unless the caller did (`checked`,
+-- before writes of its own). `m` holds meta's `armed` (the earliest time the leader is
+-- known to wake for), `expires` and `busy` (`nil`: no leader to tell); an earlier new
+-- wake is published on the queue's channel, and shortens the leader's lease to
 -- max(wake, now + busy) so that a dead leader is replaced in time.
-local function flush(b, now, m)
-  check_batch(b)
+local function flush(b, now, m, checked)
+  if not checked then
+    check_batch(b)
+  end
   for _, pair in ipairs(b.order) do
     local member, score = pair[1], pair[2]
     redis.call('SADD', bucket_key(member), unpack(b.sets[member]))
