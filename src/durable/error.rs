@@ -36,6 +36,7 @@ enum Kind {
     InvalidQueueName,
     Garbage,
     Permission,
+    Replication,
 }
 
 impl Error {
@@ -100,6 +101,17 @@ impl Error {
         )
     }
 
+    /// Fewer replicas than asked acknowledged a write within the `WAIT` timeout.
+    pub(crate) fn replication(key: &str, what: &str, acked: i64, wanted: u32) -> Error {
+        Error::new(
+            Kind::Replication,
+            format!(
+                "{what} on {key}: {acked} of {wanted} replicas acknowledged the write in time; \
+                 it is on the master and may be lost with it"
+            ),
+        )
+    }
+
     /// Maps an error of the redis client met while doing `what` on queue key `key`.
     pub(crate) fn redis(key: &str, what: &str, err: redis::RedisError) -> Error {
         if err.code() == Some("GARBAGE") {
@@ -123,8 +135,8 @@ impl Error {
         Error::new(Kind::Redis, format!("redis error on {key} ({what}): {err}"))
     }
 
-    /// The URL could not be parsed, or names a scheme other than `redis://` or
-    /// `redis+unix://` (`rediss://`, TLS, is refused here until TLS is built in).
+    /// The URL could not be parsed, or names a scheme other than `redis://`, `rediss://`
+    /// (TLS) or `redis+unix://`; or a cluster's seeds were none or disagree.
     pub fn is_invalid_url(&self) -> bool {
         self.kind == Kind::InvalidUrl
     }
@@ -169,6 +181,13 @@ impl Error {
     /// what was found; nothing was changed by the failing call.
     pub fn is_garbage(&self) -> bool {
         self.kind == Kind::Garbage
+    }
+
+    /// With [`ConnectOptions::wait_for_replicas`](super::ConnectOptions::wait_for_replicas):
+    /// the write was made on the master, but fewer replicas than asked had it when the
+    /// timeout ended. The job is stored; it may be lost if the master dies now.
+    pub fn is_replication(&self) -> bool {
+        self.kind == Kind::Replication
     }
 }
 

@@ -200,9 +200,12 @@ impl Leader {
     /// One subscription to the queue's channel: campaign or lead until it drops.
     async fn session(&mut self, stopped: &mut watch::Receiver<bool>) -> Result<(), Error> {
         let channel = self.queue.channel();
-        let mut pubsub = self
+        let client = self
             .queue
-            .client()
+            .node_client()
+            .await
+            .map_err(|err| Error::redis(&channel, "find the queue's node", err))?;
+        let mut pubsub = client
             .get_async_pubsub()
             .await
             .map_err(|err| Error::redis(&channel, "SUBSCRIBE", err))?;

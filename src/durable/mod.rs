@@ -100,6 +100,7 @@
 //! `TIME`, never by a machine's clock. Tests can give a queue a manual clock
 //! ([`Queue::set_manual_clock`]): a field of `meta` that every script reads instead.
 
+mod connection;
 mod error;
 mod inspect;
 mod leader;
@@ -111,6 +112,7 @@ mod scripts;
 mod stats;
 mod worker;
 
+pub use connection::ConnectOptions;
 pub use error::Error;
 pub use leader::{Leader, LeaderOptions};
 pub use leader_handle::{LeaderHandle, LeaderStats};

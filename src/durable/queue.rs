@@ -1,10 +1,9 @@
 //! [`Queue`]: a handle to one queue's keys, for scheduling, cancelling and looking.
 
+use super::connection::{Conn, ConnectOptions, Nodes};
 use super::error::Error;
-use super::redact::redact;
 use super::reply::Reply;
 use super::scripts::{scripts, Script};
-use redis::aio::ConnectionManager;
 use redis::Value;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -121,14 +120,17 @@ pub struct Queue {
 }
 
 struct Inner {
-    client: redis::Client,
-    conn: ConnectionManager,
+    conn: Conn,
+    nodes: Nodes,
     /// Redacted (see [`redact`]): the client keeps the credentials.
     url: String,
     name: String,
     prefix: String,
     meta: String,
     max_attempts: u32,
+    /// `WAIT` for this many replicas, at most this long, after writes that must survive a
+    /// master's death (see [`ConnectOptions::wait_for_replicas`]).
+    replicas: Option<(u32, Duration)>,
 }
 
 impl std::fmt::Debug for Queue {
@@ -170,38 +172,29 @@ impl Queue {
     /// # }
     /// ```
     pub async fn connect(url: &str, name: &str) -> Result<Queue, Error> {
+        Queue::connect_with(&ConnectOptions::new(url), name).await
+    }
+
+    /// [`connect`](Queue::connect) with [`ConnectOptions`]: a cluster, a CA for TLS, `WAIT`
+    /// for replicas.
+    ///
+    /// # Errors
+    ///
+    /// As [`connect`](Queue::connect).
+    pub async fn connect_with(options: &ConnectOptions, name: &str) -> Result<Queue, Error> {
         check_queue_name(name)?;
-        let client = redis::Client::open(url).map_err(|err| Error::invalid_url(url, err))?;
-        let probe = redis::AsyncConnectionConfig::new()
-            .set_connection_timeout(Duration::from_secs(5))
-            .set_response_timeout(Duration::from_secs(5));
-        let mut first = client
-            .get_multiplexed_async_connection_with_config(&probe)
-            .await
-            .map_err(|err| Error::connect(url, err))?;
-        let _: () = redis::cmd("PING")
-            .query_async(&mut first)
-            .await
-            .map_err(|err| Error::connect(url, err))?;
-        let config = redis::aio::ConnectionManagerConfig::new()
-            .set_connection_timeout(Duration::from_secs(5))
-            .set_exponent_base(2)
-            .set_factor(50)
-            .set_max_delay(2_000)
-            .set_number_of_retries(8);
-        let conn = ConnectionManager::new_with_config(client.clone(), config)
-            .await
-            .map_err(|err| Error::connect(url, err))?;
+        let (conn, nodes) = options.open().await?;
         let prefix = format!("tickless:{{{name}}}:");
         let queue = Queue {
             inner: Arc::new(Inner {
-                client,
+                nodes,
                 conn,
-                url: redact(url),
+                url: options.shown_url(),
                 name: name.to_string(),
                 meta: format!("{prefix}meta"),
                 prefix,
                 max_attempts: 5,
+                replicas: options.replicas(),
             }),
         };
         queue.check_keys().await?;
@@ -215,13 +208,14 @@ impl Queue {
         let inner = &self.inner;
         Queue {
             inner: Arc::new(Inner {
-                client: inner.client.clone(),
                 conn: inner.conn.clone(),
+                nodes: inner.nodes.clone(),
                 url: inner.url.clone(),
                 name: inner.name.clone(),
                 prefix: inner.prefix.clone(),
                 meta: inner.meta.clone(),
                 max_attempts: attempts.max(1),
+                replicas: inner.replicas,
             }),
         }
     }
@@ -246,11 +240,14 @@ impl Queue {
         self.key("wake")
     }
 
-    pub(crate) fn client(&self) -> &redis::Client {
-        &self.inner.client
+    /// A client for the server holding the queue's keys, for a connection of its own (a
+    /// subscription, a blocking `BLMOVE`): on a cluster, the master that owns the queue's
+    /// slot now.
+    pub(crate) async fn node_client(&self) -> redis::RedisResult<redis::Client> {
+        self.inner.nodes.owner_of(&self.inner.meta).await
     }
 
-    pub(crate) fn conn(&self) -> ConnectionManager {
+    pub(crate) fn conn(&self) -> Conn {
         self.inner.conn.clone()
     }
 
@@ -327,6 +324,81 @@ impl Queue {
             .collect()
     }
 
+    /// Whether writes wait for replicas ([`ConnectOptions::wait_for_replicas`]).
+    pub(crate) fn waits_for_replicas(&self) -> bool {
+        self.inner.replicas.is_some()
+    }
+
+    /// Runs `calls` of `script` in one pipeline followed by `WAIT` for the replicas asked
+    /// for in [`ConnectOptions::wait_for_replicas`] (none: no `WAIT`). One pipeline is one
+    /// connection, so the `WAIT` covers these writes; on a cluster it is routed with them,
+    /// by their key, to the queue's master. Sent once more if `retry` and the connection
+    /// turns out closed; loads the script if Redis does not know it.
+    ///
+    /// # Errors
+    ///
+    /// As [`call_many`](Self::call_many), and [`Error::is_replication`] when fewer
+    /// replicas acknowledged than asked (the writes were made on the master).
+    pub(crate) async fn call_replicated(
+        &self,
+        script: &Script,
+        calls: &[Vec<Vec<u8>>],
+        retry: bool,
+    ) -> Result<Vec<Reply>, Error> {
+        let meta = &self.inner.meta;
+        let mut pipe = redis::pipe();
+        for args in calls {
+            let cmd = pipe
+                .cmd("EVALSHA")
+                .arg(script.script.get_hash())
+                .arg(1)
+                .arg(meta);
+            for arg in args {
+                cmd.arg(arg.as_slice());
+            }
+        }
+        if let Some((replicas, timeout)) = self.inner.replicas {
+            let ms = u64::try_from(timeout.as_millis())
+                .unwrap_or(u64::MAX)
+                .max(1);
+            pipe.cmd("WAIT").arg(replicas).arg(ms);
+        }
+        let mut conn = self.conn();
+        let mut result: redis::RedisResult<Vec<Value>> = pipe.query_async(&mut conn).await;
+        if retry && matches!(&result, Err(err) if closed(err)) {
+            conn = self.conn();
+            result = pipe.query_async(&mut conn).await;
+        }
+        if matches!(&result, Err(err) if err.kind() == redis::ErrorKind::NoScriptError) {
+            script
+                .script
+                .prepare_invoke()
+                .load_async(&mut conn)
+                .await
+                .map_err(|err| Error::redis(meta, script.name, err))?;
+            result = pipe.query_async(&mut conn).await;
+        }
+        let mut values = result.map_err(|err| Error::redis(meta, script.name, err))?;
+        if let Some((replicas, _)) = self.inner.replicas {
+            let acked = match values.pop() {
+                Some(Value::Int(acked)) => acked,
+                other => {
+                    return Err(Error::garbage(
+                        meta,
+                        format!("WAIT answered {other:?}, not a number"),
+                    ))
+                }
+            };
+            if acked < i64::from(replicas) {
+                return Err(Error::replication(meta, script.name, acked, replicas));
+            }
+        }
+        values
+            .into_iter()
+            .map(|value| Reply::new(value, meta, script.name))
+            .collect()
+    }
+
     /// Schedules job `id` with `payload`, due at or after `when`; returns `true` if it was
     /// added, `false` if a job with this id already exists (scheduled, ready, in flight
     /// or dead): scheduling is idempotent on the id, and the existing job is left as it
@@ -350,18 +422,22 @@ impl Queue {
         check_job(id, payload)?;
         let when = when.into().arg();
         let attempts = self.inner.max_attempts.to_string();
-        let reply = self
-            .call(
-                &scripts().schedule,
-                &[
-                    b"1",
-                    id.as_bytes(),
-                    when.as_bytes(),
-                    attempts.as_bytes(),
-                    payload,
-                ],
-            )
-            .await?;
+        let args: [&[u8]; 5] = [
+            b"1",
+            id.as_bytes(),
+            when.as_bytes(),
+            attempts.as_bytes(),
+            payload,
+        ];
+        let reply = if self.waits_for_replicas() {
+            let call = args.iter().map(|arg| arg.to_vec()).collect();
+            let mut replies = self
+                .call_replicated(&scripts().schedule, &[call], true)
+                .await?;
+            replies.remove(0)
+        } else {
+            self.call(&scripts().schedule, &args).await?
+        };
         Ok(reply.int(1)? == 1)
     }
 
@@ -403,7 +479,13 @@ impl Queue {
         }
         let mut added = Vec::new();
         for group in calls.chunks(PIPELINE_CALLS) {
-            for reply in self.call_many(&scripts().schedule, group).await? {
+            let replies = if self.waits_for_replicas() {
+                self.call_replicated(&scripts().schedule, group, true)
+                    .await?
+            } else {
+                self.call_many(&scripts().schedule, group).await?
+            };
+            for reply in replies {
                 for i in 1..reply.len() {
                     added.push(reply.int(i)? == 1);
                 }

@@ -302,10 +302,19 @@ impl Worker {
             args.push(attempt.as_bytes());
         }
         // Acks alone are by delivery, so idempotent; a claim is not.
-        let mut reply = self
-            .queue
-            .call_retrying(&scripts().claim, &args, max == 0)
-            .await?;
+        let mut reply = if acks.is_empty() || !self.queue.waits_for_replicas() {
+            self.queue
+                .call_retrying(&scripts().claim, &args, max == 0)
+                .await?
+        } else {
+            // The acks must outlive the master: `WAIT` after them.
+            let call = args.iter().map(|arg| arg.to_vec()).collect();
+            let mut replies = self
+                .queue
+                .call_replicated(&scripts().claim, &[call], max == 0)
+                .await?;
+            replies.remove(0)
+        };
         let received = Instant::now();
         let now = reply.int(0)?.max(0) as u64;
         let acked = reply.int(1)?.max(0) as usize;
@@ -328,7 +337,9 @@ impl Worker {
                     .set_connection_timeout(Duration::from_secs(5));
                 let conn = self
                     .queue
-                    .client()
+                    .node_client()
+                    .await
+                    .map_err(|err| Error::redis(&ready, "find the queue's node", err))?
                     .get_multiplexed_async_connection_with_config(&config)
                     .await
                     .map_err(|err| Error::redis(&ready, "connect for BLMOVE", err))?;

@@ -6,7 +6,7 @@
 mod redis_server;
 
 #[allow(unused_imports)] // only the durable tests start a Redis
-pub use redis_server::RedisServer;
+pub use redis_server::{make_ca, RedisServer};
 
 use std::future::Future;
 use std::pin::Pin;

@@ -17,6 +17,10 @@ pub struct RedisServer {
     port: u16,
     dir: PathBuf,
     fsync: &'static str,
+    /// TLS only (`--port 0 --tls-port`), with the certificates `make_certificates` made.
+    tls: bool,
+    /// Added to the command line after the defaults (later values win).
+    extra: Vec<String>,
 }
 
 const MISSING: &str = "redis-server was not found on PATH. The durable tests and examples start \
@@ -32,6 +36,23 @@ impl RedisServer {
 
     /// Starts one with the given `appendfsync` policy (`always` or `everysec`).
     pub fn start_with_fsync(fsync: &'static str) -> RedisServer {
+        RedisServer::start_with(fsync, false, &[])
+    }
+
+    /// Starts one with `extra` arguments after the defaults (e.g. `--cluster-enabled yes`,
+    /// `--replicaof`, `--appendonly no`).
+    pub fn start_with_args(extra: &[&str]) -> RedisServer {
+        RedisServer::start_with("always", false, extra)
+    }
+
+    /// Starts one that speaks only TLS (`--port 0 --tls-port P`), with a CA and a server
+    /// certificate for `localhost` and `127.0.0.1` made with `openssl` in its directory
+    /// (see [`ca_pem`](Self::ca_pem)); `extra` as in [`start_with_args`](Self::start_with_args).
+    pub fn start_tls(extra: &[&str]) -> RedisServer {
+        RedisServer::start_with("always", true, extra)
+    }
+
+    fn start_with(fsync: &'static str, tls: bool, extra: &[&str]) -> RedisServer {
         static NEXT: AtomicU32 = AtomicU32::new(0);
         let dir = std::env::temp_dir().join(format!(
             "tickless-redis-{}-{}",
@@ -40,11 +61,16 @@ impl RedisServer {
         ));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("a temporary directory for redis-server");
+        if tls {
+            make_certificates(&dir);
+        }
         let mut server = RedisServer {
             child: None,
             port: 0,
             dir,
             fsync,
+            tls,
+            extra: extra.iter().map(|arg| arg.to_string()).collect(),
         };
         for _ in 0..20 {
             server.port = free_port();
@@ -59,15 +85,29 @@ impl RedisServer {
     }
 
     fn launch(&mut self) -> bool {
-        let child = Command::new("redis-server")
-            .args(["--bind", "127.0.0.1", "--port"])
-            .arg(self.port.to_string())
+        let mut command = Command::new("redis-server");
+        if self.tls {
+            let file = |name: &str| self.dir.join(name).display().to_string();
+            command
+                .args(["--bind", "127.0.0.1", "--port", "0", "--tls-port"])
+                .arg(self.port.to_string())
+                .args(["--tls-cert-file", &file("server.crt")])
+                .args(["--tls-key-file", &file("server.key")])
+                .args(["--tls-ca-cert-file", &file("ca.crt")])
+                .args(["--tls-auth-clients", "no"]);
+        } else {
+            command
+                .args(["--bind", "127.0.0.1", "--port"])
+                .arg(self.port.to_string());
+        }
+        let child = command
             .arg("--dir")
             .arg(&self.dir)
             .args(["--appendonly", "yes", "--appendfsync", self.fsync])
             .args(["--save", "", "--protected-mode", "yes", "--daemonize", "no"])
             .arg("--logfile")
             .arg(self.dir.join("redis.log"))
+            .args(&self.extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -85,7 +125,12 @@ impl RedisServer {
             // Ours, not another server that took the port between `free_port` and the
             // bind (a parallel test's): it must answer with our child's process id; and
             // ready, its append-only file loaded (`PING` answers `LOADING` until then).
-            if answering_pid(self.port) == Some(child.id()) && ping(self.port) {
+            let ours = if self.tls {
+                self.cli_pid() == Some(child.id())
+            } else {
+                answering_pid(self.port) == Some(child.id()) && ping(self.port)
+            };
+            if ours {
                 self.child = Some(child);
                 return true;
             }
@@ -96,9 +141,55 @@ impl RedisServer {
         false
     }
 
-    /// `redis://127.0.0.1:<port>/`.
+    /// `redis://127.0.0.1:<port>/`, or `rediss://localhost:<port>/` for a TLS one (the
+    /// name its certificate is for).
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
+        if self.tls {
+            format!("rediss://localhost:{}/", self.port)
+        } else {
+            format!("redis://127.0.0.1:{}/", self.port)
+        }
+    }
+
+    /// The CA that signed a TLS server's certificate, as PEM.
+    pub fn ca_pem(&self) -> Vec<u8> {
+        std::fs::read(self.dir.join("ca.crt")).expect("the test CA")
+    }
+
+    /// The password of `--requirepass`, if it was given.
+    fn password(&self) -> Option<&str> {
+        let at = self.extra.iter().position(|arg| arg == "--requirepass")?;
+        self.extra.get(at + 1).map(String::as_str)
+    }
+
+    /// Runs `redis-cli` against this server (TLS and password as it needs); its output.
+    pub fn cli(&self, args: &[&str]) -> String {
+        let mut command = Command::new("redis-cli");
+        command
+            .args(["-h", "127.0.0.1", "-p"])
+            .arg(self.port.to_string());
+        if self.tls {
+            command
+                .arg("--tls")
+                .arg("--cacert")
+                .arg(self.dir.join("ca.crt"));
+        }
+        if let Some(password) = self.password() {
+            command.args(["--no-auth-warning", "-a", password]);
+        }
+        let output = command
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("redis-cli (Debian/Ubuntu: apt-get install -y redis-tools)");
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    /// The process id answering, asked through `redis-cli` (which speaks TLS).
+    fn cli_pid(&self) -> Option<u32> {
+        let info = self.cli(&["INFO", "server"]);
+        let rest = info.split("process_id:").nth(1)?;
+        rest.lines().next()?.trim().parse().ok()
     }
 
     pub fn port(&self) -> u16 {
@@ -177,4 +268,89 @@ fn ping(port: u16) -> bool {
     }
     let mut reply = [0u8; 7];
     matches!(stream.read(&mut reply), Ok(n) if reply[..n].starts_with(b"+PONG"))
+}
+
+/// A CA and a certificate for `localhost` and `127.0.0.1` signed by it, in `dir`
+/// (`ca.crt`, `server.crt`, `server.key`), made with `openssl`; P-256 keys, a day long.
+pub fn make_certificates(dir: &std::path::Path) {
+    make_ca(dir, "ca");
+    let ext = dir.join("server.ext");
+    std::fs::write(&ext, "subjectAltName=DNS:localhost,IP:127.0.0.1\n").unwrap();
+    openssl(
+        dir,
+        &[
+            "req",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-keyout",
+            "server.key",
+            "-subj",
+            "/CN=localhost",
+            "-out",
+            "server.csr",
+        ],
+    );
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "1",
+            "-sha256",
+            "-extfile",
+            "server.ext",
+            "-out",
+            "server.crt",
+        ],
+    );
+}
+
+/// A self-signed CA in `dir`: `<name>.crt` and `<name>.key`.
+pub fn make_ca(dir: &std::path::Path, name: &str) {
+    let (crt, key) = (format!("{name}.crt"), format!("{name}.key"));
+    openssl(
+        dir,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-keyout",
+            &key,
+            "-out",
+            &crt,
+            "-days",
+            "1",
+            "-subj",
+            "/CN=tickless test CA",
+        ],
+    );
+}
+
+fn openssl(dir: &std::path::Path, args: &[&str]) {
+    let output = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .output()
+        .expect("openssl (Debian/Ubuntu: apt-get install -y openssl)");
+    assert!(
+        output.status.success(),
+        "openssl {args:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
 }
