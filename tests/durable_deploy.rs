@@ -131,3 +131,145 @@ async fn over_tls_a_server_signed_by_another_ca_is_refused_clearly_without_the_s
         assert!(!format!("{options:?}").contains("S3cret"), "{options:?}");
     }
 }
+
+/// One delivery, as a handler saw it.
+#[derive(Clone, Debug)]
+struct Delivery {
+    queue: String,
+    id: String,
+    due: SystemTime,
+    claimed: SystemTime,
+}
+
+/// Queues on a cluster, each with a leader and a worker running, every delivery sent to
+/// one channel.
+struct Running {
+    queues: Vec<Queue>,
+    leaders: Vec<tickless::durable::LeaderHandle>,
+    workers: Vec<tokio::task::JoinHandle<Result<(), tickless::durable::Error>>>,
+    deliveries: tokio::sync::mpsc::UnboundedReceiver<Delivery>,
+}
+
+async fn run_queues(options: &ConnectOptions, names: &[String]) -> Running {
+    let (tx, deliveries) = tokio::sync::mpsc::unbounded_channel();
+    let mut running = Running {
+        queues: Vec::new(),
+        leaders: Vec::new(),
+        workers: Vec::new(),
+        deliveries,
+    };
+    for name in names {
+        let queue = options.connect(name).await.expect("connect to the cluster");
+        running
+            .leaders
+            .push(queue.leader(LeaderOptions::default()).spawn());
+        let (tx, name) = (tx.clone(), name.clone());
+        let worker = queue.worker(WorkerOptions::default()).run(move |job| {
+            let delivery = Delivery {
+                queue: name.clone(),
+                id: job.id().to_string(),
+                due: job.due(),
+                claimed: job.claimed_at(),
+            };
+            let tx = tx.clone();
+            async move {
+                let _ = tx.send(delivery);
+                Ok::<(), String>(())
+            }
+        });
+        running.workers.push(tokio::spawn(worker));
+        running.queues.push(queue);
+    }
+    running
+}
+
+impl Running {
+    /// Receives deliveries until every `(queue, id)` of `expected` was delivered; all
+    /// deliveries, in order. Fails after `limit`.
+    async fn until_delivered(
+        &mut self,
+        expected: &std::collections::BTreeSet<(String, String)>,
+        limit: Duration,
+    ) -> Vec<Delivery> {
+        let mut seen = std::collections::BTreeSet::new();
+        let mut all = Vec::new();
+        let deadline = tokio::time::Instant::now() + limit;
+        while !expected.is_subset(&seen) {
+            let delivery = tokio::time::timeout_at(deadline, self.deliveries.recv())
+                .await
+                .unwrap_or_else(|_| {
+                    let missing: Vec<_> = expected.difference(&seen).take(5).collect();
+                    panic!(
+                        "{} of {} jobs not delivered after {limit:?}, e.g. {missing:?}",
+                        expected.difference(&seen).count(),
+                        expected.len()
+                    )
+                })
+                .expect("the workers run");
+            seen.insert((delivery.queue.clone(), delivery.id.clone()));
+            all.push(delivery);
+        }
+        all
+    }
+
+    async fn stop(self) {
+        for worker in &self.workers {
+            worker.abort();
+        }
+        for leader in self.leaders {
+            let _ = leader.stop().await;
+        }
+    }
+}
+
+/// Schedules `per_queue` jobs on each queue, due at spread delays up to `spread`; the
+/// `(queue, id)` of each.
+async fn schedule_spread(
+    queues: &[Queue],
+    per_queue: usize,
+    spread: Duration,
+) -> std::collections::BTreeSet<(String, String)> {
+    let mut expected = std::collections::BTreeSet::new();
+    for queue in queues {
+        for i in 0..per_queue {
+            let id = format!("j{i}");
+            let delay = spread * (i as u32 * 7 % per_queue as u32) / per_queue as u32;
+            assert!(queue.schedule(&id, b"x", delay).await.unwrap());
+            expected.insert((queue.name().to_string(), id));
+        }
+    }
+    expected
+}
+
+fn assert_none_early(deliveries: &[Delivery]) {
+    for d in deliveries {
+        assert!(d.claimed >= d.due, "claimed before due: {d:?}");
+    }
+}
+
+/// Names `c0`..`c15`, spread by their hash tags over every master of `cluster`.
+fn spread_names(cluster: &support::RedisCluster) -> Vec<String> {
+    let names: Vec<String> = (0..16).map(|i| format!("c{i}")).collect();
+    let mut owners: Vec<u16> = names
+        .iter()
+        .map(|n| cluster.master_of_slot(cluster.slot_of(&format!("tickless:{{{n}}}:meta"))))
+        .collect();
+    owners.sort_unstable();
+    owners.dedup();
+    assert_eq!(owners, cluster.masters(), "16 queues over every master");
+    names
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sixteen_queues_over_three_masters_deliver_every_job_none_early() {
+    let cluster = support::RedisCluster::start(3, 1);
+    let names = spread_names(&cluster);
+    let options = ConnectOptions::cluster(cluster.seeds());
+    let mut running = run_queues(&options, &names).await;
+    let expected = schedule_spread(&running.queues, 25, Duration::from_millis(1_500)).await;
+    let deliveries = running
+        .until_delivered(&expected, Duration::from_secs(30))
+        .await;
+    assert_none_early(&deliveries);
+    running.stop().await;
+}

@@ -3,9 +3,12 @@
 //! hang, and for the durable tests a `redis-server` of their own.
 #![allow(dead_code)] // each test file uses its own part
 
+mod redis_cluster;
 mod redis_server;
 
 #[allow(unused_imports)] // only the durable tests start a Redis
+pub use redis_cluster::{RedisCluster, NODE_TIMEOUT_MS};
+#[allow(unused_imports)]
 pub use redis_server::{make_ca, RedisServer};
 
 use std::future::Future;

@@ -196,6 +196,22 @@ impl RedisServer {
         self.port
     }
 
+    /// The process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Sends `signal` (`STOP`, `CONT`) to it, as `kill -<signal>`.
+    pub fn signal(&self, signal: &str) {
+        let pid = self.pid().expect("a running redis-server");
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(pid.to_string())
+            .status()
+            .expect("kill");
+        assert!(status.success(), "kill -{signal} {pid}");
+    }
+
     /// Kills it with SIGKILL (as `kill -9`), and waits for it to be gone.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
