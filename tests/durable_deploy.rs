@@ -6,6 +6,7 @@
 
 mod support;
 
+use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 use support::{queue_name, RedisServer};
 use tickless::durable::{ConnectOptions, LeaderOptions, Queue, WorkerOptions};
@@ -191,8 +192,20 @@ impl Running {
         expected: &std::collections::BTreeSet<(String, String)>,
         limit: Duration,
     ) -> Vec<Delivery> {
-        let mut seen = std::collections::BTreeSet::new();
-        let mut all = Vec::new();
+        self.until_delivered_with(expected, limit, Vec::new()).await
+    }
+
+    /// [`until_delivered`](Self::until_delivered), counting `already` received.
+    async fn until_delivered_with(
+        &mut self,
+        expected: &std::collections::BTreeSet<(String, String)>,
+        limit: Duration,
+        mut all: Vec<Delivery>,
+    ) -> Vec<Delivery> {
+        let mut seen: std::collections::BTreeSet<(String, String)> = all
+            .iter()
+            .map(|d| (d.queue.clone(), d.id.clone()))
+            .collect();
         let deadline = tokio::time::Instant::now() + limit;
         while !expected.is_subset(&seen) {
             let delivery = tokio::time::timeout_at(deadline, self.deliveries.recv())
@@ -272,4 +285,188 @@ async fn sixteen_queues_over_three_masters_deliver_every_job_none_early() {
         .await;
     assert_none_early(&deliveries);
     running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_masters_kill_9_fails_over_and_deliveries_resume_none_lost_none_promoted_twice() {
+    let mut cluster = support::RedisCluster::start(3, 1);
+    let names = spread_names(&cluster);
+    let options =
+        ConnectOptions::cluster(cluster.seeds()).wait_for_replicas(1, Duration::from_millis(300));
+    let mut running = run_queues(&options, &names).await;
+    let expected = schedule_spread(&running.queues, 25, Duration::from_secs(3)).await;
+    let victim = cluster.master_of_slot(cluster.slot_of("tickless:{c0}:meta"));
+    let on_victim: std::collections::BTreeSet<&String> = names
+        .iter()
+        .filter(|n| {
+            cluster.master_of_slot(cluster.slot_of(&format!("tickless:{{{n}}}:meta"))) == victim
+        })
+        .collect();
+    // Jobs flowing, the master dies.
+    let mut before = Vec::new();
+    while before.len() < 60 {
+        before.push(running.deliveries.recv().await.unwrap());
+    }
+    let killed_at = SystemTime::now();
+    let killed = std::time::Instant::now();
+    cluster.kill(victim);
+    let after = running
+        .until_delivered_with(&expected, Duration::from_secs(30), before.clone())
+        .await;
+    let resumed = after[before.len()..]
+        .iter()
+        .find(|d| on_victim.contains(&d.queue))
+        .map(|_| killed.elapsed());
+    eprintln!(
+        "failover: victim {victim} served {} queues; first delivery from them {resumed:?} after the kill",
+        on_victim.len()
+    );
+    assert_none_early(&after);
+    // Twice only for a job whose first delivery was claimed before the kill (its ack or
+    // its claim may have died with the master); never two deliveries after it.
+    let mut by_job: HashMap<(&str, &str), Vec<&Delivery>> = HashMap::new();
+    for d in &after {
+        by_job.entry((&d.queue, &d.id)).or_default().push(d);
+    }
+    let repeated: Vec<_> = by_job.values().filter(|ds| ds.len() > 1).collect();
+    for ds in &repeated {
+        assert!(
+            ds.len() == 2 && ds[0].claimed <= killed_at,
+            "delivered twice without a kill to explain it: {ds:?}"
+        );
+    }
+    eprintln!("failover: {} jobs delivered twice", repeated.len());
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slot_migrated_key_by_key_while_jobs_flow_loses_none() {
+    let cluster = support::RedisCluster::start(3, 0);
+    let names = vec!["moving".to_string(), "staying".to_string()];
+    let options = ConnectOptions::cluster(cluster.seeds());
+    let mut running = run_queues(&options, &names).await;
+    // Jobs due over 4 s: staged ones and level-0 buckets.
+    let expected = schedule_spread(&running.queues, 60, Duration::from_secs(4)).await;
+    let mut before = Vec::new();
+    while before.len() < 20 {
+        before.push(running.deliveries.recv().await.unwrap());
+    }
+    let slot = cluster.slot_of("tickless:{moving}:meta");
+    let from = cluster.master_of_slot(slot);
+    let to = *cluster.masters().iter().find(|m| **m != from).unwrap();
+    let migrate = tokio::task::spawn_blocking(move || {
+        cluster.migrate_slot(slot, from, to, 1);
+        cluster
+    });
+    let after = running
+        .until_delivered_with(&expected, Duration::from_secs(30), before)
+        .await;
+    let cluster = migrate.await.unwrap();
+    assert_eq!(cluster.master_of_slot(slot), to, "the slot moved");
+    assert_none_early(&after);
+    running.stop().await;
+}
+
+/// Waits until the replica on `replica` is in sync with its master.
+fn wait_in_sync(replica: &RedisServer) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !replica
+        .cli(&["INFO", "replication"])
+        .contains("master_link_status:up")
+    {
+        assert!(std::time::Instant::now() < deadline, "replica not in sync");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_wait_no_acknowledged_schedule_is_lost_when_the_master_is_killed() {
+    let mut master = RedisServer::start_with_args(&["--appendonly", "no"]);
+    let port = master.port().to_string();
+    let replica =
+        RedisServer::start_with_args(&["--appendonly", "no", "--replicaof", "127.0.0.1", &port]);
+    wait_in_sync(&replica);
+    let name = queue_name("wait");
+    let queue = ConnectOptions::new(&master.url())
+        .wait_for_replicas(1, Duration::from_secs(20))
+        .connect(&name)
+        .await
+        .unwrap();
+    // The replica stalls. 24 MiB of payloads: more than the sockets between master and
+    // replica buffer, so without WAIT the tail is only in the master's memory when the
+    // schedules return.
+    replica.signal("STOP");
+    let scheduler = {
+        let queue = queue.clone();
+        tokio::spawn(async move {
+            let payload = vec![7u8; 1 << 20];
+            let mut acknowledged = Vec::new();
+            for i in 0..24 {
+                let id = format!("j{i}");
+                queue
+                    .schedule(&id, &payload, Duration::from_secs(60))
+                    .await?;
+                acknowledged.push(id);
+            }
+            Ok::<_, tickless::durable::Error>(acknowledged)
+        })
+    };
+    // Either the schedules return at once (no WAIT), or one waits for the replica: then
+    // the replica goes on, and the schedules return as it catches up.
+    let mut continued = false;
+    while !scheduler.is_finished() {
+        let clients = master.cli(&["INFO", "clients"]);
+        if !continued && !clients.contains("blocked_clients:0") {
+            replica.signal("CONT");
+            continued = true;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let acknowledged = scheduler.await.unwrap().unwrap();
+    master.kill();
+    if !continued {
+        replica.signal("CONT");
+    }
+    assert_eq!(replica.cli(&["REPLICAOF", "NO", "ONE"]).trim(), "OK");
+    let promoted = Queue::connect(&replica.url(), &name).await.unwrap();
+    let mut lost = Vec::new();
+    for id in &acknowledged {
+        if promoted.job(id).await.unwrap().is_none() {
+            lost.push(id.clone());
+        }
+    }
+    assert!(
+        lost.is_empty(),
+        "{} of {} acknowledged schedules lost with the master: {lost:?}",
+        lost.len(),
+        acknowledged.len()
+    );
+}
+
+#[tokio::test]
+async fn fewer_replicas_than_asked_is_an_error_and_the_job_is_kept_on_the_master() {
+    let master = RedisServer::start_with_args(&["--appendonly", "no"]);
+    let port = master.port().to_string();
+    let replica =
+        RedisServer::start_with_args(&["--appendonly", "no", "--replicaof", "127.0.0.1", &port]);
+    wait_in_sync(&replica);
+    let queue = ConnectOptions::new(&master.url())
+        .wait_for_replicas(2, Duration::from_millis(50))
+        .connect(&queue_name("too-few"))
+        .await
+        .unwrap();
+    let err = queue
+        .schedule("a", b"x", Duration::from_secs(60))
+        .await
+        .expect_err("one replica of two");
+    assert!(err.is_replication(), "{err}");
+    assert!(err.to_string().contains("1 of 2 replicas"), "{err}");
+    assert!(
+        queue.job("a").await.unwrap().is_some(),
+        "kept on the master"
+    );
+    let batch = queue
+        .schedule_batch([("b", b"x", tickless::durable::When::After(Duration::ZERO))])
+        .await;
+    assert!(batch.unwrap_err().is_replication());
 }

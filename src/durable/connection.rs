@@ -98,11 +98,20 @@ impl ConnectOptions {
         self
     }
 
-    /// Makes [`schedule`](super::Queue::schedule) (and its batch form) and a worker's acks
-    /// wait until `replicas` replicas have the write (Redis `WAIT`), at most `timeout`;
-    /// fewer is an error for which [`Error::is_replication`] is true (the write was made
-    /// on the master, and may be lost with it). Without this option Redis replicates
-    /// asynchronously: a master that dies can take writes it acknowledged with it.
+    /// Makes [`schedule`](super::Queue::schedule) (and its batch form) wait until
+    /// `replicas` replicas have the write (Redis `WAIT`), at most `timeout`; fewer is an
+    /// error for which [`Error::is_replication`] is true (the job was stored on the
+    /// master, and may be lost with it). A schedule that returned `Ok` is then on the
+    /// master and `replicas` replicas: a failover to one of them keeps it.
+    ///
+    /// A worker's acks wait too, but fewer replicas there is no error: the job is done on
+    /// the master, and if the master dies before a replica has the ack, the job is
+    /// delivered again (at least once).
+    ///
+    /// Without this option Redis replicates asynchronously: a master that dies can take
+    /// schedules (and acks) it acknowledged in its last moments with it; a job lost so
+    /// is never delivered. `WAIT` is not a transaction either: a replica that had the
+    /// write may still lose it if it was not the one promoted.
     ///
     /// A `WAIT` holds up the connection it is sent on, so calls sharing the queue's
     /// connection wait behind it (for about one round trip to the replicas).

@@ -337,13 +337,14 @@ impl Queue {
     ///
     /// # Errors
     ///
-    /// As [`call_many`](Self::call_many), and [`Error::is_replication`] when fewer
-    /// replicas acknowledged than asked (the writes were made on the master).
+    /// As [`call_many`](Self::call_many), and, if `strict`, [`Error::is_replication`] when
+    /// fewer replicas acknowledged than asked (the writes were made on the master).
     pub(crate) async fn call_replicated(
         &self,
         script: &Script,
         calls: &[Vec<Vec<u8>>],
         retry: bool,
+        strict: bool,
     ) -> Result<Vec<Reply>, Error> {
         let meta = &self.inner.meta;
         let mut pipe = redis::pipe();
@@ -389,7 +390,7 @@ impl Queue {
                     ))
                 }
             };
-            if acked < i64::from(replicas) {
+            if strict && acked < i64::from(replicas) {
                 return Err(Error::replication(meta, script.name, acked, replicas));
             }
         }
@@ -432,7 +433,7 @@ impl Queue {
         let reply = if self.waits_for_replicas() {
             let call = args.iter().map(|arg| arg.to_vec()).collect();
             let mut replies = self
-                .call_replicated(&scripts().schedule, &[call], true)
+                .call_replicated(&scripts().schedule, &[call], true, true)
                 .await?;
             replies.remove(0)
         } else {
@@ -480,7 +481,7 @@ impl Queue {
         let mut added = Vec::new();
         for group in calls.chunks(PIPELINE_CALLS) {
             let replies = if self.waits_for_replicas() {
-                self.call_replicated(&scripts().schedule, group, true)
+                self.call_replicated(&scripts().schedule, group, true, true)
                     .await?
             } else {
                 self.call_many(&scripts().schedule, group).await?

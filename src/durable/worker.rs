@@ -307,11 +307,13 @@ impl Worker {
                 .call_retrying(&scripts().claim, &args, max == 0)
                 .await?
         } else {
-            // The acks must outlive the master: `WAIT` after them.
+            // The acks should outlive the master: `WAIT` after them. Too few replicas is
+            // no error here: the jobs are done on the master, and if it dies before a
+            // replica has the acks, they are delivered again (at least once).
             let call = args.iter().map(|arg| arg.to_vec()).collect();
             let mut replies = self
                 .queue
-                .call_replicated(&scripts().claim, &[call], max == 0)
+                .call_replicated(&scripts().claim, &[call], max == 0, false)
                 .await?;
             replies.remove(0)
         };
