@@ -307,9 +307,19 @@ async fn a_masters_kill_9_fails_over_and_deliveries_resume_none_lost_none_promot
     while before.len() < 60 {
         before.push(running.deliveries.recv().await.unwrap());
     }
+    let slot = cluster.slot_of("tickless:{c0}:meta");
+    let survivor = *cluster.masters().iter().find(|m| **m != victim).unwrap();
     let killed_at = SystemTime::now();
     let killed = std::time::Instant::now();
     cluster.kill(victim);
+    // When the cluster has promoted the replica, as a survivor sees it.
+    let promoted = std::thread::spawn(move || loop {
+        match support::master_of_slot_seen_by(survivor, slot) {
+            Some(port) if port != victim => return killed.elapsed(),
+            _ if killed.elapsed() > Duration::from_secs(20) => return killed.elapsed(),
+            _ => std::thread::sleep(Duration::from_millis(10)),
+        }
+    });
     let after = running
         .until_delivered_with(&expected, Duration::from_secs(30), before.clone())
         .await;
@@ -318,8 +328,11 @@ async fn a_masters_kill_9_fails_over_and_deliveries_resume_none_lost_none_promot
         .find(|d| on_victim.contains(&d.queue))
         .map(|_| killed.elapsed());
     eprintln!(
-        "failover: victim {victim} served {} queues; first delivery from them {resumed:?} after the kill",
-        on_victim.len()
+        "failover: victim {victim} served {} queues; replica promoted {:?} after the kill, \
+         first delivery from those queues {resumed:?} after the kill (node timeout {} ms)",
+        on_victim.len(),
+        promoted.join().unwrap(),
+        support::NODE_TIMEOUT_MS
     );
     assert_none_early(&after);
     // Twice only for a job whose first delivery was claimed before the kill (its ack or
@@ -358,10 +371,29 @@ async fn a_slot_migrated_key_by_key_while_jobs_flow_loses_none() {
         cluster.migrate_slot(slot, from, to, 1);
         cluster
     });
+    // Schedules keep coming while the keys move.
+    let moving = running.queues[0].clone();
+    let mut expected = expected;
+    let (mut more, mut retried) = (0, 0);
+    while !migrate.is_finished() {
+        let id = format!("during{more}");
+        let delay = Duration::from_millis(more % 3 * 700);
+        // Idempotent on the id: a schedule that met the slot half moved is sent again.
+        let mut refused = 0;
+        while let Err(err) = moving.schedule(&id, b"x", delay).await {
+            assert!(err.is_redis() && refused < 100, "{err}");
+            refused += 1;
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        retried += refused;
+        expected.insert(("moving".to_string(), id));
+        more += 1;
+    }
+    eprintln!("migration: {more} jobs scheduled while the slot moved, {retried} calls sent again");
+    let cluster = migrate.await.unwrap();
     let after = running
         .until_delivered_with(&expected, Duration::from_secs(30), before)
         .await;
-    let cluster = migrate.await.unwrap();
     assert_eq!(cluster.master_of_slot(slot), to, "the slot moved");
     assert_none_early(&after);
     running.stop().await;

@@ -117,23 +117,7 @@ impl RedisCluster {
 
     /// Master port per slot range, as `node` sees it (`CLUSTER NODES`).
     fn slot_owners(&self, node: &RedisServer) -> Vec<(u16, u16, u16)> {
-        let mut owners = Vec::new();
-        for line in node.cli(&["CLUSTER", "NODES"]).lines() {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            if fields.len() < 9 || !fields[2].contains("master") || fields[2].contains("fail") {
-                continue;
-            }
-            let port = port_of(fields[1]);
-            for range in &fields[8..] {
-                if range.starts_with('[') {
-                    continue; // a slot being migrated or imported
-                }
-                let (start, end) = range.split_once('-').unwrap_or((range, range));
-                owners.push((start.parse().unwrap(), end.parse().unwrap(), port));
-            }
-        }
-        owners.sort_unstable();
-        owners
+        owners(&node.cli(&["CLUSTER", "NODES"]))
     }
 
     /// The slot of `key` (`CLUSTER KEYSLOT`).
@@ -197,7 +181,11 @@ impl RedisCluster {
             let port = to.to_string();
             let mut args = vec!["MIGRATE", "127.0.0.1", &port, "", "0", "5000", "KEYS"];
             args.extend(keys);
-            expect_ok(source.cli(&args));
+            // NOKEY: the keys listed went away meanwhile (a script emptied them).
+            let reply = source.cli(&args);
+            if reply.trim() != "NOKEY" {
+                expect_ok(reply);
+            }
         }
         for node in [target, source] {
             expect_ok(node.cli(&["CLUSTER", "SETSLOT", &slot_arg, "NODE", &to_id]));
@@ -216,4 +204,46 @@ fn expect_ok(reply: String) {
 fn port_of(address: &str) -> u16 {
     let host_port = address.split('@').next().unwrap_or(address);
     host_port.rsplit(':').next().unwrap().parse().unwrap()
+}
+
+/// The master serving `slot` as the node on `port` sees it now, if one not failed does:
+/// for watching a failover from a thread of its own.
+pub fn master_of_slot_seen_by(port: u16, slot: u16) -> Option<u16> {
+    let output = Command::new("redis-cli")
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "CLUSTER",
+            "NODES",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .ok()?;
+    owners(&String::from_utf8_lossy(&output.stdout))
+        .into_iter()
+        .find(|(start, end, _)| (*start..=*end).contains(&slot))
+        .map(|(_, _, port)| port)
+}
+
+/// Master port per slot range in a `CLUSTER NODES` reply, failed masters left out.
+fn owners(nodes: &str) -> Vec<(u16, u16, u16)> {
+    let mut owners = Vec::new();
+    for line in nodes.lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        if fields.len() < 9 || !fields[2].contains("master") || fields[2].contains("fail") {
+            continue;
+        }
+        let port = port_of(fields[1]);
+        for range in &fields[8..] {
+            if range.starts_with('[') {
+                continue; // a slot being migrated or imported
+            }
+            let (start, end) = range.split_once('-').unwrap_or((range, range));
+            owners.push((start.parse().unwrap(), end.parse().unwrap(), port));
+        }
+    }
+    owners.sort_unstable();
+    owners
 }
