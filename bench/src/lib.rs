@@ -8,6 +8,8 @@
 pub mod callbacks;
 #[cfg(feature = "redis")]
 pub mod durable;
+#[cfg(feature = "redis")]
+pub mod durable_cluster;
 pub mod purgatory;
 pub mod table;
 pub mod workloads;

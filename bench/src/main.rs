@@ -51,7 +51,11 @@ fn main() {
     }
     let quick = args.iter().any(|arg| arg == "--quick");
     if args.iter().any(|arg| arg == "--durable") {
-        return durable_section(quick);
+        return durable_section(quick, true, true);
+    }
+    // The cluster part alone (3 masters, failover, WAIT): `--durable-cluster`.
+    if args.iter().any(|arg| arg == "--durable-cluster") {
+        return durable_section(quick, false, true);
     }
     let sizes = if quick {
         Sizes {
@@ -101,14 +105,20 @@ fn main() {
     }
     print_targets(&targets);
     #[cfg(feature = "redis")]
-    durable_section(quick);
+    durable_section(quick, true, true);
 }
 
 /// Issue 12's `durable` section: `--features redis`, alone with `--durable`.
-fn durable_section(quick: bool) {
+fn durable_section(quick: bool, one_node: bool, cluster: bool) {
     #[cfg(feature = "redis")]
     {
-        let rows = tickless_bench::durable::run(quick);
+        let mut rows = Vec::new();
+        if one_node {
+            rows.extend(tickless_bench::durable::run(quick));
+        }
+        if cluster {
+            rows.extend(tickless_bench::durable_cluster::run(quick));
+        }
         println!("\n### Targets (issue 12, durable jobs)\n");
         println!("| target | measured | met |");
         println!("|---|---|---|");
@@ -123,7 +133,7 @@ fn durable_section(quick: bool) {
     }
     #[cfg(not(feature = "redis"))]
     {
-        let _ = quick;
+        let _ = (quick, one_node, cluster);
         eprintln!("the durable section needs the redis feature: cargo run --release -p tickless-bench --features redis -- --durable");
         std::process::exit(2);
     }

@@ -287,7 +287,36 @@ pub(crate) enum Nodes {
     },
 }
 
+/// While the master that owns a queue's slot cannot be reached (a failover under way),
+/// a leader asks the cluster for the slot's master again this often (two small commands
+/// to a live node; the dead one gets a refused connect, no traffic), for at most
+/// [`OWNER_WAIT`], so that it subscribes again as soon as a replica is promoted.
+const OWNER_POLL: Duration = Duration::from_millis(100);
+const OWNER_WAIT: Duration = Duration::from_secs(30);
+
 impl Nodes {
+    /// A subscription connection to the server holding `key`: on a cluster, its slot's
+    /// master, waited for (see [`OWNER_POLL`]) while it cannot be reached.
+    pub(crate) async fn subscriber(&self, key: &str) -> redis::RedisResult<redis::aio::PubSub> {
+        let started = std::time::Instant::now();
+        loop {
+            let result = match self.owner_of(key).await {
+                Ok(client) => client.get_async_pubsub().await,
+                Err(err) => Err(err),
+            };
+            match result {
+                Err(err)
+                    if matches!(self, Nodes::Cluster { .. })
+                        && unreachable(&err)
+                        && started.elapsed() < OWNER_WAIT =>
+                {
+                    crate::sleep(OWNER_POLL).await;
+                }
+                result => return result,
+            }
+        }
+    }
+
     /// A client for the server that holds `key`: the one server, or the master that owns
     /// `key`'s slot now (asked of the cluster each time: after a failover or a migration
     /// it is another node).
@@ -335,6 +364,16 @@ impl Nodes {
             None => redis::Client::open(info),
         }
     }
+}
+
+/// Whether `err` says the server could not be reached (refused, reset, timed out) or the
+/// cluster has no master for a slot: what a failover looks like from outside.
+fn unreachable(err: &redis::RedisError) -> bool {
+    err.is_connection_refusal()
+        || err.is_io_error()
+        || err.is_timeout()
+        || err.is_connection_dropped()
+        || err.kind() == redis::ErrorKind::ClusterDown
 }
 
 /// The master's address for `slot` in a `CLUSTER SLOTS` reply: entries

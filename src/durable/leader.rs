@@ -200,15 +200,15 @@ impl Leader {
     /// One subscription to the queue's channel: campaign or lead until it drops.
     async fn session(&mut self, stopped: &mut watch::Receiver<bool>) -> Result<(), Error> {
         let channel = self.queue.channel();
-        let client = self
-            .queue
-            .node_client()
-            .await
-            .map_err(|err| Error::redis(&channel, "find the queue's node", err))?;
-        let mut pubsub = client
-            .get_async_pubsub()
-            .await
-            .map_err(|err| Error::redis(&channel, "SUBSCRIBE", err))?;
+        let mut pubsub = tokio::select! {
+            pubsub = self.queue.subscriber() => {
+                pubsub.map_err(|err| Error::redis(&channel, "SUBSCRIBE", err))?
+            }
+            _ = stopped.changed() => {
+                self.release().await;
+                return Ok(());
+            }
+        };
         pubsub
             .subscribe(&channel)
             .await

@@ -247,6 +247,12 @@ impl Queue {
         self.inner.nodes.owner_of(&self.inner.meta).await
     }
 
+    /// A subscription of its own to the server holding the queue's keys (on a cluster,
+    /// the slot's master, waited for through a failover).
+    pub(crate) async fn subscriber(&self) -> redis::RedisResult<redis::aio::PubSub> {
+        self.inner.nodes.subscriber(&self.inner.meta).await
+    }
+
     pub(crate) fn conn(&self) -> Conn {
         self.inner.conn.clone()
     }
