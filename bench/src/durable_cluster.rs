@@ -86,7 +86,7 @@ pub fn run(quick: bool) -> Vec<Row> {
     println!("|---|---:|");
     println!("| delivered | {delivered} of {} |", QUEUES * jobs);
     println!("| early | {early} |");
-    println!("| due-to-handler lag p50 / p99 ms | {p50:.1} / {p99:.1} |");
+    println!("| due-to-handler lag p50 / p99 ms | {p50:.2} / {p99:.2} |");
     rows.push((
         "cluster lag p50 <= 2 ms, p99 <= 20 ms".into(),
         format!(
