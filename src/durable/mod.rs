@@ -52,6 +52,14 @@
 //!   job whose `schedule` returned is kept through a crash of Redis; with `everysec`,
 //!   through a crash of the Redis process but not always of the machine.
 //!
+//! # Connecting
+//!
+//! [`Queue::connect`] takes one URL (`redis://`, or `rediss://` for TLS);
+//! [`ConnectOptions`] says the rest: a Redis Cluster from seed URLs, a CA of your own for
+//! TLS, and `WAIT` for replicas after each schedule
+//! ([`ConnectOptions::wait_for_replicas`], which states what is kept with and without
+//! it).
+//!
 //! # Keys
 //!
 //! Every key of queue `q` starts with `tickless:{q}:`; `{q}` is the hash tag, so a
