@@ -502,3 +502,23 @@ async fn fewer_replicas_than_asked_is_an_error_and_the_job_is_kept_on_the_master
         .await;
     assert!(batch.unwrap_err().is_replication());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_cluster_with_wait_delivers_on_every_master() {
+    let cluster = support::RedisCluster::start_tls(3, 1);
+    let names = spread_names(&cluster);
+    assert!(cluster
+        .seeds()
+        .iter()
+        .all(|url| url.starts_with("rediss://")));
+    let options = ConnectOptions::cluster(cluster.seeds())
+        .tls_ca_pem(cluster.ca_pem())
+        .wait_for_replicas(1, Duration::from_secs(2));
+    let mut running = run_queues(&options, &names).await;
+    let expected = schedule_spread(&running.queues, 10, Duration::from_millis(1_000)).await;
+    let deliveries = running
+        .until_delivered(&expected, Duration::from_secs(30))
+        .await;
+    assert_none_early(&deliveries);
+    running.stop().await;
+}

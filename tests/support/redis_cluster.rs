@@ -21,22 +21,58 @@ impl RedisCluster {
     /// `masters` masters with `replicas` replicas each (the first `masters` nodes start as
     /// the masters), every slot assigned, every replica in sync.
     pub fn start(masters: usize, replicas: usize) -> RedisCluster {
+        RedisCluster::start_with(masters, replicas, false)
+    }
+
+    /// [`start`](Self::start) with TLS only: every node, the cluster bus and replication
+    /// (`--tls-cluster yes --tls-replication yes`), one CA for all ([`ca_pem`](Self::ca_pem)).
+    pub fn start_tls(masters: usize, replicas: usize) -> RedisCluster {
+        RedisCluster::start_with(masters, replicas, true)
+    }
+
+    fn start_with(masters: usize, replicas: usize, tls: bool) -> RedisCluster {
         let timeout = NODE_TIMEOUT_MS.to_string();
+        let certs = std::env::temp_dir().join(format!(
+            "tickless-cluster-certs-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        if tls {
+            let _ = std::fs::remove_dir_all(&certs);
+            std::fs::create_dir_all(&certs).unwrap();
+            super::redis_server::make_certificates(&certs);
+        }
+        let args = [
+            "--cluster-enabled",
+            "yes",
+            "--cluster-config-file",
+            "nodes.conf",
+            "--cluster-node-timeout",
+            &timeout,
+            "--appendonly",
+            "no",
+            "--tls-cluster",
+            if tls { "yes" } else { "no" },
+            "--tls-replication",
+            if tls { "yes" } else { "no" },
+        ];
         let nodes: Vec<RedisServer> = (0..masters * (1 + replicas))
             .map(|_| {
-                RedisServer::start_with_args(&[
-                    "--cluster-enabled",
-                    "yes",
-                    "--cluster-config-file",
-                    "nodes.conf",
-                    "--cluster-node-timeout",
-                    &timeout,
-                    "--appendonly",
-                    "no",
-                ])
+                if tls {
+                    RedisServer::start_tls_with_certificates(&certs, &args)
+                } else {
+                    RedisServer::start_with_args(&args)
+                }
             })
             .collect();
-        let output = Command::new("redis-cli")
+        let mut create = Command::new("redis-cli");
+        if tls {
+            create
+                .arg("--tls")
+                .arg("--cacert")
+                .arg(certs.join("ca.crt"));
+        }
+        let output = create
             .arg("--cluster")
             .arg("create")
             .args(nodes.iter().map(|n| format!("127.0.0.1:{}", n.port())))
@@ -44,19 +80,27 @@ impl RedisCluster {
             .stdin(Stdio::null())
             .output()
             .expect("redis-cli (Debian/Ubuntu: apt-get install -y redis-tools)");
+        let _ = std::fs::remove_dir_all(&certs);
         assert!(
             output.status.success(),
-            "redis-cli --cluster create failed: {}",
-            String::from_utf8_lossy(&output.stdout)
+            "redis-cli --cluster create failed: {}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
         );
         let cluster = RedisCluster { nodes };
         cluster.wait_until_ok(Duration::from_secs(20));
         cluster
     }
 
-    /// `redis://127.0.0.1:<port>/` of every node started (killed ones too).
+    /// `redis://127.0.0.1:<port>/` (`rediss://` for TLS) of every node started (killed
+    /// ones too).
     pub fn seeds(&self) -> Vec<String> {
-        self.nodes.iter().map(RedisServer::url).collect()
+        self.nodes.iter().map(RedisServer::url_by_address).collect()
+    }
+
+    /// The CA of a TLS cluster, as PEM.
+    pub fn ca_pem(&self) -> Vec<u8> {
+        self.nodes[0].ca_pem()
     }
 
     /// The node on `port`.

@@ -11,6 +11,11 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+std::thread_local! {
+    /// Certificates to copy rather than make, for the next server this thread starts.
+    static CERTIFICATES: std::cell::RefCell<Option<PathBuf>> = const { std::cell::RefCell::new(None) };
+}
+
 /// A running `redis-server`; see the module docs.
 pub struct RedisServer {
     child: Option<Child>,
@@ -52,6 +57,15 @@ impl RedisServer {
         RedisServer::start_with("always", true, extra)
     }
 
+    /// [`start_tls`](Self::start_tls) with the certificates already in `certs` (made by
+    /// [`make_certificates`]), so that several servers share one CA (a cluster's nodes).
+    pub fn start_tls_with_certificates(certs: &std::path::Path, extra: &[&str]) -> RedisServer {
+        CERTIFICATES.with(|c| *c.borrow_mut() = Some(certs.to_path_buf()));
+        let server = RedisServer::start_with("always", true, extra);
+        CERTIFICATES.with(|c| *c.borrow_mut() = None);
+        server
+    }
+
     fn start_with(fsync: &'static str, tls: bool, extra: &[&str]) -> RedisServer {
         static NEXT: AtomicU32 = AtomicU32::new(0);
         let dir = std::env::temp_dir().join(format!(
@@ -62,7 +76,14 @@ impl RedisServer {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("a temporary directory for redis-server");
         if tls {
-            make_certificates(&dir);
+            match CERTIFICATES.with(|c| c.borrow().clone()) {
+                Some(certs) => {
+                    for file in ["ca.crt", "server.crt", "server.key"] {
+                        std::fs::copy(certs.join(file), dir.join(file)).expect("a certificate");
+                    }
+                }
+                None => make_certificates(&dir),
+            }
         }
         let mut server = RedisServer {
             child: None,
@@ -148,6 +169,16 @@ impl RedisServer {
             format!("rediss://localhost:{}/", self.port)
         } else {
             format!("redis://127.0.0.1:{}/", self.port)
+        }
+    }
+
+    /// `rediss://127.0.0.1:<port>/` for a TLS one (its certificate names the address too,
+    /// and a cluster announces its nodes by address), else as [`url`](Self::url).
+    pub fn url_by_address(&self) -> String {
+        if self.tls {
+            format!("rediss://127.0.0.1:{}/", self.port)
+        } else {
+            self.url()
         }
     }
 
