@@ -285,6 +285,21 @@ async fn sixteen_queues_over_three_masters_deliver_every_job_none_early() {
         .await;
     assert_none_early(&deliveries);
     running.stop().await;
+
+    // The operator's tool reaches a queue on any master from the seeds.
+    let seeds = cluster.seeds()[..2].join(",");
+    for name in &names {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_tickless-durable"))
+            .args(["inspect", &seeds, name])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success(),
+            "{text}{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

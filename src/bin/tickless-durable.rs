@@ -6,12 +6,16 @@
 //! tickless-durable retry-dead <url> <queue> <id>     a dead job gets a new set of attempts
 //! ```
 //!
+//! `<url>` is one server's URL, or a Redis Cluster's seed URLs separated by commas
+//! (`redis://10.0.0.1:6379,redis://10.0.0.2:6379`; one seed and a comma for a single
+//! one). `TICKLESS_REDIS_CA` names a PEM file of the CA to trust for `rediss://` URLs.
+//!
 //! (The leader, worker and scheduler processes the crash tests kill are the crash tests'
 //! own: `tests/durable_crash/roles.rs`.)
 
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use tickless::durable::{Error, Queue};
+use tickless::durable::{ConnectOptions, Error, Queue};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -34,13 +38,28 @@ fn main() -> ExitCode {
     }
 }
 
+/// One server, or a cluster when `url` holds commas; a CA from `TICKLESS_REDIS_CA`.
+async fn connect(url: &str, name: &str) -> Result<Queue, String> {
+    let mut options = if url.contains(',') {
+        ConnectOptions::cluster(url.split(',').filter(|seed| !seed.is_empty()))
+    } else {
+        ConnectOptions::new(url)
+    };
+    if let Some(path) = std::env::var_os("TICKLESS_REDIS_CA") {
+        let pem = std::fs::read(&path)
+            .map_err(|err| format!("cannot read TICKLESS_REDIS_CA {path:?}: {err}"))?;
+        options = options.tls_ca_pem(pem);
+    }
+    options.connect(name).await.map_err(|e| e.to_string())
+}
+
 const USAGE: &str = "usage: tickless-durable (inspect|job|retry-dead) <url> <queue> ...";
 
 async fn run(args: &[String]) -> Result<(), String> {
     let (Some(command), Some(url), Some(name)) = (args.first(), args.get(1), args.get(2)) else {
         return Err(USAGE.to_string());
     };
-    let queue = Queue::connect(url, name).await.map_err(|e| e.to_string())?;
+    let queue = connect(url, name).await?;
     match command.as_str() {
         "inspect" => inspect(&queue).await.map_err(|e| e.to_string()),
         "job" => {
