@@ -69,7 +69,7 @@ impl When {
 
 /// Whether `err` says the connection was closed under the call (a broken pipe, a reset):
 /// the connection manager reconnects, so the call may be sent again at once.
-fn closed(err: &redis::RedisError) -> bool {
+pub(crate) fn closed(err: &redis::RedisError) -> bool {
     err.is_connection_dropped() || err.kind() == redis::ErrorKind::IoError
 }
 
@@ -122,7 +122,7 @@ pub struct Queue {
 struct Inner {
     conn: Conn,
     nodes: Nodes,
-    /// Redacted (see [`redact`]): the client keeps the credentials.
+    /// Redacted (see [`redact`](super::redact::redact)): the client keeps the credentials.
     url: String,
     name: String,
     prefix: String,
@@ -330,80 +330,10 @@ impl Queue {
             .collect()
     }
 
-    /// Whether writes wait for replicas ([`ConnectOptions::wait_for_replicas`]).
-    pub(crate) fn waits_for_replicas(&self) -> bool {
-        self.inner.replicas.is_some()
-    }
-
-    /// Runs `calls` of `script` in one pipeline followed by `WAIT` for the replicas asked
-    /// for in [`ConnectOptions::wait_for_replicas`] (none: no `WAIT`). One pipeline is one
-    /// connection, so the `WAIT` covers these writes; on a cluster it is routed with them,
-    /// by their key, to the queue's master. Sent once more if `retry` and the connection
-    /// turns out closed; loads the script if Redis does not know it.
-    ///
-    /// # Errors
-    ///
-    /// As [`call_many`](Self::call_many), and, if `strict`, [`Error::is_replication`] when
-    /// fewer replicas acknowledged than asked (the writes were made on the master).
-    pub(crate) async fn call_replicated(
-        &self,
-        script: &Script,
-        calls: &[Vec<Vec<u8>>],
-        retry: bool,
-        strict: bool,
-    ) -> Result<Vec<Reply>, Error> {
-        let meta = &self.inner.meta;
-        let mut pipe = redis::pipe();
-        for args in calls {
-            let cmd = pipe
-                .cmd("EVALSHA")
-                .arg(script.script.get_hash())
-                .arg(1)
-                .arg(meta);
-            for arg in args {
-                cmd.arg(arg.as_slice());
-            }
-        }
-        if let Some((replicas, timeout)) = self.inner.replicas {
-            let ms = u64::try_from(timeout.as_millis())
-                .unwrap_or(u64::MAX)
-                .max(1);
-            pipe.cmd("WAIT").arg(replicas).arg(ms);
-        }
-        let mut conn = self.conn();
-        let mut result: redis::RedisResult<Vec<Value>> = pipe.query_async(&mut conn).await;
-        if retry && matches!(&result, Err(err) if closed(err)) {
-            conn = self.conn();
-            result = pipe.query_async(&mut conn).await;
-        }
-        if matches!(&result, Err(err) if err.kind() == redis::ErrorKind::NoScriptError) {
-            script
-                .script
-                .prepare_invoke()
-                .load_async(&mut conn)
-                .await
-                .map_err(|err| Error::redis(meta, script.name, err))?;
-            result = pipe.query_async(&mut conn).await;
-        }
-        let mut values = result.map_err(|err| Error::redis(meta, script.name, err))?;
-        if let Some((replicas, _)) = self.inner.replicas {
-            let acked = match values.pop() {
-                Some(Value::Int(acked)) => acked,
-                other => {
-                    return Err(Error::garbage(
-                        meta,
-                        format!("WAIT answered {other:?}, not a number"),
-                    ))
-                }
-            };
-            if strict && acked < i64::from(replicas) {
-                return Err(Error::replication(meta, script.name, acked, replicas));
-            }
-        }
-        values
-            .into_iter()
-            .map(|value| Reply::new(value, meta, script.name))
-            .collect()
+    /// `WAIT` for this many replicas, at most this long, after schedules and acks
+    /// ([`ConnectOptions::wait_for_replicas`]).
+    pub(crate) fn replicas(&self) -> Option<(u32, Duration)> {
+        self.inner.replicas
     }
 
     /// Schedules job `id` with `payload`, due at or after `when`; returns `true` if it was
