@@ -8,7 +8,7 @@
 #[path = "durable_peer.rs"]
 mod peer;
 #[path = "../../tests/support/redis_server.rs"] // the tests' own server helper
-mod redis_server;
+pub(crate) mod redis_server;
 
 use peer::Peer;
 use redis::aio::MultiplexedConnection;

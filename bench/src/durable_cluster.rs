@@ -7,8 +7,9 @@
 
 #[path = "../../tests/support/redis_cluster.rs"]
 mod redis_cluster;
-#[path = "../../tests/support/redis_server.rs"]
-mod redis_server;
+// The tests' server helper, loaded once (by the durable section); the cluster helper
+// reaches it as `super::redis_server`.
+use crate::durable::redis_server;
 
 use redis_cluster::{master_of_slot_seen_by, RedisCluster, NODE_TIMEOUT_MS};
 use redis_server::RedisServer;
