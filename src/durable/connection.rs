@@ -11,7 +11,7 @@
 
 use super::error::Error;
 use super::queue::{closed, Queue};
-use super::redact::redact;
+use super::redact::{redact, scrub};
 use super::reply::Reply;
 use super::scripts::Script;
 use redis::aio::{ConnectionLike, ConnectionManager};
@@ -197,7 +197,7 @@ impl ConnectOptions {
         let _: () = redis::cmd("PING")
             .query_async(&mut conn)
             .await
-            .map_err(|err| Error::connect(first, err))?;
+            .map_err(|err| ping_error(first, err))?;
         Ok((
             Conn::Cluster(conn.clone()),
             Nodes::Cluster {
@@ -222,7 +222,7 @@ async fn connect_single(client: &redis::Client, url: &str) -> Result<ConnectionM
     let _: () = redis::cmd("PING")
         .query_async(&mut first)
         .await
-        .map_err(|err| Error::connect(url, err))?;
+        .map_err(|err| ping_error(url, err))?;
     let config = redis::aio::ConnectionManagerConfig::new()
         .set_connection_timeout(Duration::from_secs(5))
         .set_exponent_base(2)
@@ -232,6 +232,19 @@ async fn connect_single(client: &redis::Client, url: &str) -> Result<ConnectionM
     ConnectionManager::new_with_config(client.clone(), config)
         .await
         .map_err(|err| Error::connect(url, err))
+}
+
+/// A failed first `PING`: a user refused the command is a permission error, the rest a
+/// connect error.
+fn ping_error(url: &str, err: redis::RedisError) -> Error {
+    match err.code() {
+        Some("NOPERM") => Error::permission(
+            &redact(url),
+            "PING",
+            &scrub(err.detail().unwrap_or_default(), url),
+        ),
+        _ => Error::connect(url, err),
+    }
 }
 
 /// The `redis` crate builds rustls without a crypto provider of its own; ours is ring,
