@@ -186,7 +186,7 @@ fn a_runtime_entered_by_its_handle_inside_a_task_is_current_there() {
     support::multi_thread().block_on(async move {
         tokio::spawn(async move {
             let own = Timer::current();
-            let _ = tickless::sleep(MS); // this thread has looked its runtime's default up
+            drop(tickless::sleep(MS)); // this thread has looked its runtime's default up
             let (inside, sleep, timeout) = {
                 let _entered = other_handle.enter();
                 let mut sleep = Box::pin(tickless::sleep(Duration::from_secs(60)));
@@ -202,8 +202,15 @@ fn a_runtime_entered_by_its_handle_inside_a_task_is_current_there() {
             };
             assert!(inside.same_timer(&other_default));
             assert!(!own.same_timer(&other_default));
-            assert_eq!(other_default.stats().registered, 2, "both on the entered runtime's");
-            assert!(Timer::current().same_timer(&own), "and its own again after the guard");
+            assert_eq!(
+                other_default.stats().registered,
+                2,
+                "both on the entered runtime's"
+            );
+            assert!(
+                Timer::current().same_timer(&own),
+                "and its own again after the guard"
+            );
             drop((sleep, timeout));
         })
         .await
