@@ -2,6 +2,7 @@
 
 mod support;
 
+use std::future::Future;
 use std::time::Duration;
 use tickless::{Instant, Timer};
 
@@ -170,4 +171,49 @@ fn tasks_of_two_runtimes_on_one_thread_get_each_their_runtimes_timer() {
     assert!(a_task.same_timer(&a_outside));
     assert!(b_task.same_timer(&b_outside));
     assert!(!a_task.same_timer(&b_task));
+}
+
+#[test]
+fn a_runtime_entered_by_its_handle_inside_a_task_is_current_there() {
+    // The same task, and so the same `tokio::task::id()`, before, inside and after the
+    // guard: which runtime is current is tokio's context, not the task's.
+    let other = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let other_default = other.block_on(async { Timer::current() });
+    let other_handle = other.handle().clone();
+    support::multi_thread().block_on(async move {
+        tokio::spawn(async move {
+            let own = Timer::current();
+            drop(tickless::sleep(MS)); // this thread has looked its runtime's default up
+            let (inside, sleep, timeout) = {
+                let _entered = other_handle.enter();
+                let mut sleep = Box::pin(tickless::sleep(Duration::from_secs(60)));
+                let mut timeout = Box::pin(tickless::timeout(
+                    Duration::from_secs(60),
+                    std::future::pending::<()>(),
+                ));
+                let waker = futures::task::noop_waker();
+                let mut cx = std::task::Context::from_waker(&waker);
+                assert!(sleep.as_mut().poll(&mut cx).is_pending());
+                assert!(timeout.as_mut().poll(&mut cx).is_pending());
+                (Timer::current(), sleep, timeout)
+            };
+            assert!(inside.same_timer(&other_default));
+            assert!(!own.same_timer(&other_default));
+            assert_eq!(
+                other_default.stats().registered,
+                2,
+                "both on the entered runtime's"
+            );
+            assert!(
+                Timer::current().same_timer(&own),
+                "and its own again after the guard"
+            );
+            drop((sleep, timeout));
+        })
+        .await
+        .unwrap();
+    });
 }

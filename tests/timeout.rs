@@ -142,3 +142,53 @@ fn elapsed_displays_lowercase_and_converts_to_timed_out() {
     let io: std::io::Error = elapsed.into();
     assert_eq!(io.kind(), std::io::ErrorKind::TimedOut);
 }
+
+#[test]
+fn a_timeout_over_a_ready_future_is_at_most_32_bytes() {
+    // The deadline is a `Sleep` (24 bytes) or, until the first wait, an instant in the
+    // same space: the inner future adds its own size, padded.
+    assert!(std::mem::size_of::<tickless::Timeout<std::future::Ready<()>>>() <= 32);
+    assert!(std::mem::size_of::<tickless::Timeout<std::future::Pending<()>>>() <= 24);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_deadline_counts_from_the_call_not_from_the_first_wait() {
+    let start = Instant::now();
+    let timeout = tickless::timeout(Duration::from_millis(100), pending::<()>());
+    tokio::time::advance(Duration::from_millis(60)).await;
+    assert!(timeout.await.is_err());
+    let waited = Instant::now() - start;
+    assert!(waited >= Duration::from_millis(100), "{waited:?}");
+    assert!(waited <= Duration::from_millis(101), "{waited:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_deadline_passed_before_the_first_wait_times_out_without_waiting_again() {
+    let _made = Timer::current(); // the runtime's default exists, and idles meanwhile
+    let timeout = tickless::timeout(Duration::from_millis(10), pending::<()>());
+    tokio::time::advance(Duration::from_millis(60)).await;
+    let before = Instant::now();
+    assert!(timeout.await.is_err());
+    assert_eq!(Instant::now(), before);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_timeout_finds_its_timer_at_the_first_wait_not_at_the_call() {
+    let timer = Timer::builder().manual_clock().build().unwrap();
+    // Made with the runtime's default current, first waits with `timer` entered.
+    let mut timeout = task::spawn(tickless::timeout(Duration::from_millis(5), pending::<()>()));
+    {
+        let _entered = timer.enter();
+        assert_pending!(timeout.poll());
+    }
+    assert_eq!(
+        timer.stats().registered,
+        1,
+        "registered where it first waited"
+    );
+    assert_eq!(Timer::current().stats().registered, 0);
+    timer.advance(Duration::from_millis(5));
+    assert!(timeout.is_woken());
+    assert!(assert_ready!(timeout.poll()).is_err());
+    assert_eq!(timer.stats().registered, 0);
+}

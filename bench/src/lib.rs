@@ -32,15 +32,18 @@ pub enum Peer {
     Tokio,
     FuturesTimer,
     AsyncIo,
+    /// pingora-timeout's `fast_timeout` / `fast_sleep`: 10 ms resolution, a clock thread.
+    Pingora,
 }
 
 impl Peer {
-    pub const SLEEPS: [Peer; 5] = [
+    pub const SLEEPS: [Peer; 6] = [
         Peer::Tickless,
         Peer::TicklessTimer,
         Peer::Tokio,
         Peer::FuturesTimer,
         Peer::AsyncIo,
+        Peer::Pingora,
     ];
 
     pub fn name(self) -> &'static str {
@@ -50,6 +53,7 @@ impl Peer {
             Peer::Tokio => "tokio::time",
             Peer::FuturesTimer => "futures-timer",
             Peer::AsyncIo => "async-io",
+            Peer::Pingora => "pingora-timeout",
         }
     }
 
@@ -60,6 +64,7 @@ impl Peer {
             Peer::Tokio => "tokio",
             Peer::FuturesTimer => "futures-timer",
             Peer::AsyncIo => "async-io",
+            Peer::Pingora => "pingora",
         }
     }
 

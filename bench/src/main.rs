@@ -22,8 +22,8 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use tickless_bench::table::{fmt, print_targets, Better, Samples, Target};
 use tickless_bench::workloads::{
-    in_task, register_cancel, shared_timer, spread_over_tasks, timeout_churn, Race, YieldOnce,
-    AHEAD,
+    in_task, ready_timeouts, register_cancel, shared_timer, spread_over_tasks,
+    spread_timeouts_over_tasks, timeout_churn, Race, YieldOnce, AHEAD,
 };
 use tickless_bench::{answer, child, cpu_time, ms, quantile, Peer, Readings};
 
@@ -152,8 +152,8 @@ fn target(issue: u32, what: &'static str, measured: String, met: bool) -> Target
 fn memory(sizes: &Sizes) -> Vec<Target> {
     use std::mem::size_of;
     println!("\n### Memory\n");
-    println!("| implementation | size_of sleep | size_of timeout over `Ready<()>` | bytes per pending timer ({} boxed) |", sizes.idle);
-    println!("|---|---:|---:|---:|");
+    println!("| implementation | size_of sleep | size_of timeout over `Ready<()>` | bytes per pending timer ({} boxed) | bytes per timer a second batch adds after the first is dropped (held after drop) |", sizes.idle);
+    println!("|---|---:|---:|---:|---:|");
     let ready = || std::future::ready(());
     let mut tickless_bytes = f64::NAN;
     for peer in [
@@ -161,6 +161,7 @@ fn memory(sizes: &Sizes) -> Vec<Target> {
         Peer::Tokio,
         Peer::FuturesTimer,
         Peer::AsyncIo,
+        Peer::Pingora,
     ] {
         let (sleep, timeout) = match peer {
             Peer::Tickless | Peer::TicklessTimer => (
@@ -179,15 +180,27 @@ fn memory(sizes: &Sizes) -> Vec<Target> {
                 size_of::<async_io::Timer>(),
                 size_of::<Race<std::future::Ready<()>, async_io::Timer>>(),
             ),
+            Peer::Pingora => (
+                size_of_val(&pingora_timeout::fast_timeout::fast_sleep(AHEAD)),
+                size_of_val(&pingora_timeout::fast_timeout::fast_timeout(AHEAD, ready())),
+            ),
         };
-        let bytes = child(&["mem", peer.arg(), &sizes.idle.to_string()])["bytes_per_timer"];
+        let answer = child(&["mem", peer.arg(), &sizes.idle.to_string()]);
+        let (bytes, retained) = (answer["bytes_per_timer"], answer["retained_per_timer"]);
         if peer == Peer::Tickless {
             tickless_bytes = bytes;
         }
-        println!("| {} | {sleep} | {timeout} | {} |", peer.name(), fmt(bytes));
+        println!(
+            "| {} | {sleep} | {timeout} | {} | {} |",
+            peer.name(),
+            fmt(bytes),
+            fmt(retained)
+        );
     }
     println!(
-        "\n(futures-timer and async-io have no timeout type: theirs is a two-field race, as here.)"
+        "\n(futures-timer and async-io have no timeout type: theirs is a two-field race, as here. \
+         pingora-timeout's `fast_sleep` is an `async fn`'s future; its resolution is 10 ms; its \
+         timers here are 10 minutes ahead, not an hour: from 15 minutes on it uses tokio's.)"
     );
     let sleep = size_of::<tickless::Sleep>();
     vec![
@@ -253,6 +266,12 @@ fn multi_thread_churn(peer: Peer, tasks: u32, n: u32) -> f64 {
 /// W4 on a runtime with tokio's alternative timer (`alt`: a `--cfg tokio_unstable` build
 /// only) or its traditional one.
 fn multi_thread_churn_on(peer: Peer, tasks: u32, n: u32, alt: bool) -> f64 {
+    multi_thread_on(peer, tasks, n, alt, false)
+}
+
+/// W4 (`timeouts`: W4t, timeouts over a future that yields once) on a 2-worker runtime,
+/// with tokio's alternative timer or its traditional one; Mops/s.
+fn multi_thread_on(peer: Peer, tasks: u32, n: u32, alt: bool, timeouts: bool) -> f64 {
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     builder.worker_threads(2).enable_time();
     #[cfg(tokio_unstable)]
@@ -265,9 +284,16 @@ fn multi_thread_churn_on(peer: Peer, tasks: u32, n: u32, alt: bool) -> f64 {
     runtime.block_on(async move {
         let timer = shared_timer(peer);
         let timer = timer.as_ref();
-        spread_over_tasks(peer, timer, tasks, 1_000).await; // warm up: slabs grown
+        let spread = |per_task| async move {
+            if timeouts {
+                spread_timeouts_over_tasks(peer, timer, tasks, per_task).await;
+            } else {
+                spread_over_tasks(peer, timer, tasks, per_task).await;
+            }
+        };
+        spread(1_000).await; // warm up: slabs grown
         let start = Instant::now();
-        spread_over_tasks(peer, timer, tasks, n / tasks).await;
+        spread(n / tasks).await;
         f64::from(n / tasks * tasks) / start.elapsed().as_secs_f64() / 1e6
     })
 }
@@ -278,8 +304,24 @@ fn churn_workloads(sizes: &Sizes) -> Vec<Target> {
     let mut w1 = Samples::default();
     let mut w1t = Samples::default();
     let mut w4 = [Samples::default(), Samples::default()];
+    let mut w1r = Samples::default();
+    let mut w4t = Samples::default();
     for _ in 0..sizes.rounds {
         for peer in Peer::SLEEPS {
+            w1r.push(
+                peer.name(),
+                in_task(&runtime, async move {
+                    let timer = shared_timer(peer);
+                    poll_fn(|cx| {
+                        ready_timeouts(peer, timer.as_ref(), n / 10, cx); // warm up
+                        let start = Instant::now();
+                        ready_timeouts(peer, timer.as_ref(), n, cx);
+                        Poll::Ready(ns_per_op(start, n))
+                    })
+                    .await
+                }),
+            );
+            w4t.push(peer.name(), multi_thread_on(peer, 8, n / 4, false, true));
             w1.push(
                 peer.name(),
                 in_task(&runtime, async move {
@@ -314,6 +356,9 @@ fn churn_workloads(sizes: &Sizes) -> Vec<Target> {
                 };
                 if let (Some(name), true) = (on_alt, cfg!(tokio_unstable)) {
                     samples.push(name, multi_thread_churn_on(peer, tasks, n, true));
+                    if tasks == 8 {
+                        w4t.push(name, multi_thread_on(peer, 8, n / 4, true, true));
+                    }
                 }
             }
         }
@@ -333,8 +378,18 @@ fn churn_workloads(sizes: &Sizes) -> Vec<Target> {
         tokio,
     );
     w1t.print("W1t timeout churn (current-thread runtime)", "ns/op", tokio);
+    w1r.print(
+        "W1r timeout(10 s) over a future ready at once (current-thread runtime)",
+        "ns/op",
+        tokio,
+    );
     w4[0].print("W4 churn, T = 2 tasks on 2 workers", "Mops/s", tokio);
     w4[1].print("W4 churn, T = 8 tasks on 2 workers", "Mops/s", tokio);
+    w4t.print(
+        "W4t timeout(10 s) over a future that yields once, T = 8 tasks on 2 workers",
+        "Mops/s",
+        tokio,
+    );
     let ratio = |samples: &Samples, name: &str| samples.median(name) / samples.median(tokio);
     // The ratios of the last record before issue 9 (BENCHMARKS.md, 2026-11-21), with 5 %
     // for the noise of this shared machine.
@@ -362,6 +417,49 @@ fn churn_workloads(sizes: &Sizes) -> Vec<Target> {
             },
             format!("{w1t:.2}x"),
             no_slower(w1t, w1t_before),
+        ));
+    }
+    let pingora = Peer::Pingora.name();
+    let (best_t, best_w4t) = w4t.best_peer(Better::Higher);
+    for name in [tickless, handle] {
+        let w1r_ns = w1r.median(name);
+        targets.push(target(
+            20,
+            if name == tickless {
+                "W1r <= pingora-timeout and <= 0.7x tokio, free fns"
+            } else {
+                "W1r <= pingora-timeout and <= 0.7x tokio, Timer handle"
+            },
+            format!(
+                "{:.2}x pingora, {:.2}x tokio",
+                w1r_ns / w1r.median(pingora),
+                ratio(&w1r, name)
+            ),
+            w1r_ns <= w1r.median(pingora) && ratio(&w1r, name) <= 0.7,
+        ));
+        let mops = w4t.median(name);
+        targets.push(target(
+            20,
+            if name == tickless {
+                "W4t T=8 >= 1.5x the best peer, free fns"
+            } else {
+                "W4t T=8 >= 1.5x the best peer, one shared Timer"
+            },
+            format!("{:.2}x {best_t}", mops / best_w4t),
+            mops >= 1.5 * best_w4t,
+        ));
+    }
+    for (what, samples) in [("W1", &w1), ("W1t", &w1t), ("W1r", &w1r)] {
+        let free_over_handle = samples.median(tickless) / samples.median(handle);
+        targets.push(target(
+            20,
+            match what {
+                "W1" => "W1 free fns within 5 % of the Timer handle",
+                "W1t" => "W1t free fns within 5 % of the Timer handle",
+                _ => "W1r free fns within 5 % of the Timer handle",
+            },
+            format!("{free_over_handle:.2}x"),
+            free_over_handle <= 1.05,
         ));
     }
     for name in [tickless, handle] {
@@ -557,6 +655,13 @@ async fn mass(peer: &str, count: u64) {
             .await
         }
         "async-io" => run(count, async_io::Timer::at).await,
+        "pingora" => {
+            run(count, |at| {
+                let after = at.saturating_duration_since(Instant::now());
+                Box::pin(pingora_timeout::fast_timeout::fast_sleep(after))
+            })
+            .await
+        }
         // The floor: the same futures and `FuturesUnordered`, each yielding once, no timer.
         "none" => run(count, |_| YieldOnce::default()).await,
         other => panic!("unknown peer {other:?}"),
@@ -612,8 +717,17 @@ async fn idle(peer: Peer, count: u64, wait: Duration) {
         Peer::Tokio => run(count, wait, || Box::pin(tokio::time::sleep(HOUR)), none).await,
         Peer::FuturesTimer => run(count, wait, || futures_timer::Delay::new(HOUR), none).await,
         Peer::AsyncIo => run(count, wait, || async_io::Timer::after(HOUR), none).await,
+        Peer::Pingora => {
+            // Ten minutes: from 15 minutes on, pingora-timeout hands a timer to tokio's.
+            let sleep = || Box::pin(pingora_timeout::fast_timeout::fast_sleep(TEN_MINUTES));
+            run(count, wait, sleep, none).await
+        }
     }
 }
+
+/// How far ahead pingora-timeout's idle and pending timers are, in W3 and memory: its own
+/// wheel takes timers up to 15 minutes ahead and hands longer ones to tokio's.
+const TEN_MINUTES: Duration = Duration::from_secs(600);
 
 /// Memory: RSS growth per pending timer, `count` boxed sleeps polled once.
 async fn pending_memory(peer: Peer, count: u64) {
@@ -638,7 +752,31 @@ async fn pending_memory(peer: Peer, count: u64) {
         })
         .await;
         let grown = tickless_bench::rss_bytes().saturating_sub(before);
-        answer(&[("bytes_per_timer", grown as f64 / count as f64)]);
+        // All dropped (each driver given a moment to take the drops in), then as many made
+        // again: RSS never shrinks, but memory that was freed is reused, so what the
+        // second batch adds is what the first left held (timers still registered).
+        for slot in &mut sleeps {
+            *slot = None;
+        }
+        for _ in 0..8 {
+            tokio::task::yield_now().await;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let first = tickless_bench::rss_bytes();
+        poll_fn(|cx| {
+            for slot in &mut sleeps {
+                let mut sleep = Box::pin(make());
+                assert!(sleep.as_mut().poll(cx).is_pending());
+                *slot = Some(sleep);
+            }
+            Poll::Ready(())
+        })
+        .await;
+        let retained = tickless_bench::rss_bytes().saturating_sub(first);
+        answer(&[
+            ("bytes_per_timer", grown as f64 / count as f64),
+            ("retained_per_timer", retained as f64 / count as f64),
+        ]);
     }
     const HOUR: Duration = Duration::from_secs(3600);
     match peer {
@@ -646,6 +784,13 @@ async fn pending_memory(peer: Peer, count: u64) {
         Peer::Tokio => run(count, || tokio::time::sleep(HOUR)).await,
         Peer::FuturesTimer => run(count, || futures_timer::Delay::new(HOUR)).await,
         Peer::AsyncIo => run(count, || async_io::Timer::after(HOUR)).await,
+        // Ten minutes: from 15 minutes on, pingora-timeout hands a timer to tokio's.
+        Peer::Pingora => {
+            run(count, || {
+                pingora_timeout::fast_timeout::fast_sleep(TEN_MINUTES)
+            })
+            .await
+        }
     }
 }
 
@@ -706,7 +851,14 @@ fn children(
 }
 
 fn mass_workloads(sizes: &Sizes) -> Vec<Target> {
-    let peers = ["tickless", "tokio", "futures-timer", "async-io", "none"];
+    let peers = [
+        "tickless",
+        "tokio",
+        "futures-timer",
+        "async-io",
+        "pingora",
+        "none",
+    ];
     let readings = [
         "fired",
         "early",
@@ -818,6 +970,7 @@ fn idle_workload(sizes: &Sizes) -> Vec<Target> {
         Peer::Tokio,
         Peer::FuturesTimer,
         Peer::AsyncIo,
+        Peer::Pingora,
     ] {
         let answer = child(&["w3", peer.arg(), &sizes.idle.to_string(), &wait]);
         let (cpu, switches, wakeups) = (

@@ -45,6 +45,7 @@ pub fn register_cancel(peer: Peer, timer: Option<&tickless::Timer>, n: u32, cx: 
         Peer::Tokio => each(n, cx, || tokio::time::sleep(AHEAD)),
         Peer::FuturesTimer => each(n, cx, || futures_timer::Delay::new(AHEAD)),
         Peer::AsyncIo => each(n, cx, || async_io::Timer::after(AHEAD)),
+        Peer::Pingora => each(n, cx, || pingora_timeout::fast_timeout::fast_sleep(AHEAD)),
     }
 }
 
@@ -103,6 +104,56 @@ pub async fn timeout_churn(peer: Peer, timer: Option<&tickless::Timer>, n: u32) 
             })
             .await
         }
+        Peer::Pingora => {
+            each(n, || {
+                pingora_timeout::fast_timeout::fast_timeout(AHEAD, YieldOnce::default())
+            })
+            .await
+        }
+    }
+}
+
+/// W1r's body: `n` timeouts `AHEAD` over a future that is ready at once (a cache hit, a
+/// buffered read), each polled once with `cx`.
+pub fn ready_timeouts(peer: Peer, timer: Option<&tickless::Timer>, n: u32, cx: &mut Context<'_>) {
+    fn each<F: Future>(n: u32, cx: &mut Context<'_>, make: impl Fn() -> F) {
+        for _ in 0..n {
+            let mut timeout = pin!(make());
+            assert!(black_box(timeout.as_mut().poll(cx)).is_ready());
+        }
+    }
+    let ready = || std::future::ready(black_box(1_u32));
+    match peer {
+        Peer::Tickless => each(n, cx, || tickless::timeout(AHEAD, ready())),
+        Peer::TicklessTimer => {
+            let timer = timer.expect("the workload's shared timer");
+            each(n, cx, || timer.timeout(AHEAD, ready()))
+        }
+        Peer::Tokio => each(n, cx, || tokio::time::timeout(AHEAD, ready())),
+        Peer::FuturesTimer => each(n, cx, || Race(ready(), futures_timer::Delay::new(AHEAD))),
+        Peer::AsyncIo => each(n, cx, || Race(ready(), async_io::Timer::after(AHEAD))),
+        Peer::Pingora => each(n, cx, || {
+            pingora_timeout::fast_timeout::fast_timeout(AHEAD, ready())
+        }),
+    }
+}
+
+/// W4t's body: `tasks` tasks spawned on the current runtime, each doing `per_task` of W1t;
+/// returns when all are done. `TicklessTimer` tasks share `timer`.
+pub async fn spread_timeouts_over_tasks(
+    peer: Peer,
+    timer: Option<&tickless::Timer>,
+    tasks: u32,
+    per_task: u32,
+) {
+    let handles: Vec<_> = (0..tasks)
+        .map(|_| {
+            let timer = timer.cloned();
+            tokio::spawn(async move { timeout_churn(peer, timer.as_ref(), per_task).await })
+        })
+        .collect();
+    for handle in handles {
+        handle.await.expect("a timeout churn task");
     }
 }
 

@@ -62,6 +62,15 @@ impl Sleep {
         }
     }
 
+    /// A sleep until `deadline`, which was ahead of the clock when the caller read it: the
+    /// first poll needs no clock read (see `FRESH`).
+    pub(crate) fn ahead(shard: Arc<Shard>, deadline: Instant) -> Sleep {
+        Sleep {
+            deadline: shard.core.clock.offset(deadline),
+            registration: Registration::new(shard, FRESH),
+        }
+    }
+
     /// The instant at which this future completes.
     pub fn deadline(&self) -> Instant {
         self.registration.clock().instant_at_offset(self.deadline)

@@ -1,27 +1,88 @@
 //! `Timeout`: a future with a deadline.
+//!
+//! A timeout made by the free functions ([`timeout`](crate::timeout),
+//! [`timeout_at`](crate::timeout_at)) is *lazy*: the call reads the clock once (as tokio's
+//! does; `timeout_at` not even that) and nothing more. Which timer is current, its shard,
+//! its lock and a wheel entry are left to the first poll at which the inner future is
+//! still pending, so a future that is ready at once (a cache hit, a buffered read) costs
+//! one clock read and its own poll. The deadline is the one read at the call, so a timeout
+//! is never later than tokio's, and never early. That first wait is the one place where
+//! the `time` layer asks the `timer` layer which timer is current.
 
 use super::error::Elapsed;
 use super::sleep::Sleep;
 use pin_project_lite::pin_project;
+use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::OnceLock;
 use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::time::Instant;
 
 pin_project! {
     /// Future returned by [`timeout`] and [`timeout_at`].
     ///
-    /// `Unpin` whenever `F` is: the deadline is an (always `Unpin`) [`Sleep`].
+    /// `Unpin` whenever `F` is: the deadline is an (always `Unpin`) [`Sleep`], or, until
+    /// the inner future first returns `Pending`, just an instant. It is 24 bytes plus the
+    /// inner future's size (padded): `Timeout<Ready<()>>` is 32 bytes.
     #[must_use = "futures do nothing unless you `.await` or poll them"]
-    #[derive(Debug)]
     pub struct Timeout<F> {
         #[pin]
         value: F,
-        delay: Sleep,
+        delay: Delay,
+    }
+}
+
+/// A timeout's deadline: not yet on any timer, or its [`Sleep`]. 24 bytes: an unbound
+/// deadline fits beside the niche of the `Sleep`'s shard pointer, which an `Instant` and
+/// a flag (24 bytes with padding) would not.
+pub(crate) enum Delay {
+    /// Not on a timer yet: the deadline, in nanoseconds from [`origin`]. `ahead`: made by
+    /// `timeout(d)` with `d > 0`, so the deadline was ahead of the clock at the call and
+    /// the first wait lets the wheel judge, as [`Sleep::after`] does; otherwise (made by
+    /// `timeout_at` or `timeout(Duration::ZERO)`) the first wait compares it with the
+    /// clock, as [`Sleep::new`] does.
+    Unbound { deadline: i64, ahead: bool },
+    /// On a timer (made by a `Timer` handle, or bound at the first wait).
+    Bound(Sleep),
+}
+
+/// The instant unbound deadlines count from: the first one's.
+fn origin() -> Instant {
+    static ORIGIN: OnceLock<Instant> = OnceLock::new();
+    *ORIGIN.get_or_init(Instant::now)
+}
+
+impl Delay {
+    /// A deadline on no timer yet; see [`Delay::Unbound`].
+    pub(crate) fn unbound(deadline: Instant, ahead: bool) -> Delay {
+        let origin = origin();
+        let nanos = match deadline.checked_duration_since(origin) {
+            Some(after) => i64::try_from(after.as_nanos()).unwrap_or(i64::MAX),
+            None => i64::try_from(origin.duration_since(deadline).as_nanos())
+                .map_or(i64::MIN, |before| -before),
+        };
+        Delay::Unbound {
+            deadline: nanos,
+            ahead,
+        }
+    }
+
+    /// The instant of an unbound deadline, saturated where `Instant` ends.
+    fn instant(nanos: i64) -> Instant {
+        let origin = origin();
+        let magnitude = Duration::from_nanos(nanos.unsigned_abs());
+        if nanos >= 0 {
+            crate::driver::clock::deadline_after(origin, magnitude)
+        } else {
+            origin.checked_sub(magnitude).unwrap_or(origin)
+        }
     }
 }
 
 impl<F> Timeout<F> {
-    pub(crate) fn new(value: F, delay: Sleep) -> Self {
+    pub(crate) fn new(value: F, delay: Delay) -> Self {
         Timeout { value, delay }
     }
 
@@ -49,6 +110,41 @@ impl<F: Future> Future for Timeout<F> {
         if let Poll::Ready(output) = this.value.poll(cx) {
             return Poll::Ready(Ok(output));
         }
-        Pin::new(this.delay).poll(cx).map(|()| Err(Elapsed::new()))
+        this.delay.poll(cx).map(|()| Err(Elapsed::new()))
+    }
+}
+
+impl Delay {
+    /// Polls the deadline, binding it to this thread's shard of the current timer first if
+    /// it is not on one yet. Not generic, so one copy serves every `Timeout<F>`.
+    fn poll(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let (deadline, ahead) = match self {
+            Delay::Bound(sleep) => return Pin::new(sleep).poll(cx),
+            Delay::Unbound { deadline, ahead } => (Delay::instant(*deadline), *ahead),
+        };
+        let shard = crate::timer::current::current_shard();
+        let mut sleep = if ahead {
+            Sleep::ahead(shard, deadline)
+        } else {
+            Sleep::new(shard, deadline)
+        };
+        // A `Sleep` is `Unpin` (its entry is a slab key): it may move in after the poll.
+        let poll = Pin::new(&mut sleep).poll(cx);
+        *self = Delay::Bound(sleep);
+        poll
+    }
+}
+
+impl<F: fmt::Debug> fmt::Debug for Timeout<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut debug = f.debug_struct("Timeout");
+        debug.field("value", &self.value);
+        match &self.delay {
+            Delay::Unbound { deadline, .. } => debug
+                .field("deadline", &Delay::instant(*deadline))
+                .field("registered", &false),
+            Delay::Bound(sleep) => debug.field("delay", sleep),
+        };
+        debug.finish()
     }
 }

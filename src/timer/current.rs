@@ -20,6 +20,7 @@ use std::cell::RefCell;
 use std::marker::PhantomData;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use tokio::runtime::{Handle, Id};
+use tokio::time::Instant;
 
 thread_local! {
     static ENTERED: RefCell<Option<Timer>> = const { RefCell::new(None) };
@@ -99,6 +100,17 @@ pub(crate) fn current_shard() -> Arc<Shard> {
         Some(shard) if !shard.core.is_stopped() => shard,
         _ => remember(&handle).1,
     }
+}
+
+/// Now on the clock of the timer the free functions would use here: an entered timer's
+/// (which may be a manual clock), else tokio's `Instant::now()`, which is the clock of
+/// every runtime default (read in its runtime, paused or not) and of the process-wide
+/// default (the real clock, outside a runtime or in one without time). One thread-local
+/// read and one clock read: no lookup of the runtime's default.
+pub(crate) fn current_now() -> Instant {
+    ENTERED
+        .with(|entered| entered.borrow().as_ref().map(Timer::now))
+        .unwrap_or_else(Instant::now)
 }
 
 fn cached<T>(runtime: Id, get: impl FnOnce(&Cached) -> Option<T>) -> Option<T> {

@@ -3,9 +3,10 @@
 //! The futures themselves are the `time` layer's and know nothing of which timer is
 //! current: these find it (this thread's shard of it, for the hot path) and hand it down.
 
-use super::current::current_shard;
+use super::current::{current_now, current_shard};
+use crate::driver::clock::deadline_after;
 use crate::time::delay_queue::DelayQueue;
-use crate::time::{Interval, Sleep, Timeout};
+use crate::time::{Delay, Interval, Sleep, Timeout};
 use crate::Timer;
 use std::future::IntoFuture;
 use std::time::Duration;
@@ -70,6 +71,10 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
 /// polled first, so a future that is ready on its first poll wins even against a zero
 /// duration. Dropping the `Timeout` drops the future and cancels the timer in O(1).
 ///
+/// The call reads the clock and nothing more: the timer is found, and the deadline
+/// registered, only if the future returns `Pending` (on the timer current where that
+/// poll runs). A future that is ready at once costs one clock read and its own poll.
+///
 /// # Cancel safety
 ///
 /// Cancelling a `Timeout` is exactly as safe as cancelling the future it wraps.
@@ -88,17 +93,18 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
 /// # }
 /// ```
 pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoFuture> {
-    Timeout::new(
-        future.into_future(),
-        Sleep::after(current_shard(), duration),
-    )
+    // The one clock read tokio makes too; the timer is found at the first wait, if any.
+    let now = current_now();
+    let delay = Delay::unbound(deadline_after(now, duration), !duration.is_zero());
+    Timeout::new(future.into_future(), delay)
 }
 
 /// Requires `future` to complete before `deadline`, on the [current timer](Timer::current).
 ///
-/// Same meaning as `tokio::time::timeout_at`; see [`timeout`].
+/// Same meaning as `tokio::time::timeout_at`; see [`timeout`]. Nothing is read or
+/// registered until the future first returns `Pending`.
 pub fn timeout_at<F: IntoFuture>(deadline: Instant, future: F) -> Timeout<F::IntoFuture> {
-    Timeout::new(future.into_future(), Sleep::new(current_shard(), deadline))
+    Timeout::new(future.into_future(), Delay::unbound(deadline, false))
 }
 
 /// An [`Interval`] whose first tick completes at once, then every `period`, on the

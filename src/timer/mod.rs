@@ -13,7 +13,7 @@ use crate::driver::{
     Core, Mode,
 };
 use crate::time::error::ZeroPeriod;
-use crate::time::{Interval, Sleep, Timeout};
+use crate::time::{Delay, Interval, Sleep, Timeout};
 use std::fmt;
 use std::future::IntoFuture;
 use std::sync::Arc;
@@ -253,7 +253,7 @@ impl Timer {
     /// Requires `future` to complete within `duration` on this timer.
     /// See [`timeout`](crate::timeout).
     pub fn timeout<F: IntoFuture>(&self, duration: Duration, future: F) -> Timeout<F::IntoFuture> {
-        Timeout::new(future.into_future(), self.sleep(duration))
+        Timeout::new(future.into_future(), Delay::Bound(self.sleep(duration)))
     }
 
     /// Requires `future` to complete before `deadline` on this timer.
@@ -263,7 +263,10 @@ impl Timer {
         deadline: Instant,
         future: F,
     ) -> Timeout<F::IntoFuture> {
-        Timeout::new(future.into_future(), self.sleep_until(deadline))
+        Timeout::new(
+            future.into_future(),
+            Delay::Bound(self.sleep_until(deadline)),
+        )
     }
 
     /// An interval ticking at once, then every `period`, on this timer.
