@@ -318,3 +318,35 @@ async fn bad_schedules_get_clear_errors_and_a_bad_key_stops_a_set_before_it_writ
         .unwrap();
     assert_eq!(recur, 0, "nothing written");
 }
+
+#[tokio::test]
+async fn inspect_shows_the_recurring_schedules() {
+    let server = RedisServer::start();
+    let (queue, _leader, _worker) = setup(&server, "recur-inspect", T0).await;
+    queue
+        .with_catch_up(CatchUp::Delay)
+        .cron("nightly", "0 2 * * *", "Europe/Paris", b"")
+        .await
+        .unwrap();
+    queue
+        .every("beat", Duration::from_secs(90), b"")
+        .await
+        .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tickless-durable"))
+        .args(["inspect", &server.url(), queue.name()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    // T0 is 22:13:20 UTC, 23:13:20 in Paris: the next 02:00 CET is 2 h 46 min 40 s away.
+    assert!(
+        text.contains(
+            "recurring \"nightly\": cron \"0 2 * * *\" in Europe/Paris, catch-up Delay, next in 10000.000s"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("recurring \"beat\": every 90s, catch-up Skip, next in 90.000s"),
+        "{text}"
+    );
+}
