@@ -350,3 +350,38 @@ async fn inspect_shows_the_recurring_schedules() {
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn a_garbled_schedule_stops_neither_the_leader_nor_the_other_schedules() {
+    let server = RedisServer::start();
+    let (queue, mut leader, worker) = setup(&server, "recur-garbled", T0).await;
+    queue.cron("bad", "* * * * *", "UTC", b"").await.unwrap();
+    queue
+        .every("good", Duration::from_secs(1), b"")
+        .await
+        .unwrap();
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut admin = client.get_multiplexed_async_connection().await.unwrap();
+    let key = |k: &str| format!("tickless:{{{}}}:{k}", queue.name());
+    let _: () = redis::pipe()
+        .hset(key("rnext"), "bad", "not times")
+        .sadd(key("rlow"), "bad")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    for s in 1..=3 {
+        let ids = run_to(&queue, &mut leader, &worker, T0 + s * 1_000).await;
+        assert_eq!(ids, [format!("good@{}", T0 + s * 1_000)]);
+    }
+    let err = queue.schedules().await.unwrap_err();
+    assert!(
+        err.is_garbage() && err.to_string().contains("\"bad\""),
+        "{err}"
+    );
+    // Setting it again repairs it.
+    queue
+        .cron("bad", "* * * * *", "Europe/Paris", b"")
+        .await
+        .unwrap();
+    assert_eq!(queue.schedules().await.unwrap().len(), 2);
+}

@@ -421,7 +421,8 @@ pub(crate) async fn refill(queue: &Queue, token: u64, now: u64) -> Result<bool, 
     if ids.is_empty() {
         return Ok(false);
     }
-    let (records, nexts): (Vec<Option<Vec<u8>>>, Vec<Option<String>>) = redis::pipe()
+    type Fields = Vec<Option<Vec<u8>>>;
+    let (records, nexts): (Fields, Fields) = redis::pipe()
         .cmd("HMGET")
         .arg(&recur)
         .arg(&ids)
@@ -433,12 +434,13 @@ pub(crate) async fn refill(queue: &Queue, token: u64, now: u64) -> Result<bool, 
         .map_err(|err| Error::redis(&recur, "read the schedules to refill", err))?;
     let mut args: Vec<Vec<u8>> = vec![token.to_string().into_bytes()];
     for ((id, rec), next) in ids.iter().zip(records).zip(nexts) {
-        let times = match (&rec, &next) {
-            (Some(rec), Some(next)) => fill_times(rec, next, now),
+        let text = next.as_deref().and_then(|n| std::str::from_utf8(n).ok());
+        let times = match (&rec, text) {
+            (Some(rec), Some(text)) => fill_times(rec, text, now),
             _ => Vec::new(),
         };
         args.push(id.clone().into_bytes());
-        args.push(next.unwrap_or_default().into_bytes());
+        args.push(next.unwrap_or_default());
         args.push(join(&times).into_bytes());
     }
     let args: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();

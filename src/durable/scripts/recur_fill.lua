@@ -37,7 +37,9 @@ for i = 1, n do
   elseif cur == seen then
     local last, ts = recur_times(cur)
     if last == nil then
-      garbage(RNEXT, 'field ' .. string.format('%q', id) .. ' is not a list of times')
+      -- Not a list of times: the tick has stopped waking for it already; it leaves
+      -- `rlow` rather than fail every refill (`Queue::schedules` names it).
+      last, ts, add = 0, {}, ''
     end
     for t in string.gmatch(add, '%d+') do
       local x = tonumber(t)
