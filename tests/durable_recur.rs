@@ -385,3 +385,48 @@ async fn a_garbled_schedule_stops_neither_the_leader_nor_the_other_schedules() {
         .unwrap();
     assert_eq!(queue.schedules().await.unwrap().len(), 2);
 }
+
+#[tokio::test]
+async fn a_wrong_typed_recurring_key_stops_the_tick_before_it_moves_anything() {
+    let server = RedisServer::start();
+    let (queue, mut leader, worker) = setup(&server, "recur-wrongtype", T0).await;
+    queue
+        .every("beat", Duration::from_secs(1), b"")
+        .await
+        .unwrap();
+    queue.schedule("job", b"", at(T0 + 1_000)).await.unwrap();
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut admin = client.get_multiplexed_async_connection().await.unwrap();
+    let rnext = format!("tickless:{{{}}}:rnext", queue.name());
+    let saved: Vec<(String, String)> = redis::cmd("HGETALL")
+        .arg(&rnext)
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let _: () = redis::pipe()
+        .del(&rnext)
+        .set(&rnext, "oops")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    queue.set_manual_clock(Some(at(T0 + 1_000))).await.unwrap();
+    let err = leader.step().await.unwrap_err();
+    assert!(
+        err.is_garbage() && err.to_string().contains(&rnext),
+        "{err}"
+    );
+    assert!(
+        worker.try_claim(10).await.unwrap().is_empty(),
+        "nothing moved"
+    );
+    // Repaired, the same tick moves both.
+    let _: () = redis::pipe()
+        .del(&rnext)
+        .hset_multiple(&rnext, &saved)
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let mut ids = run_to(&queue, &mut leader, &worker, T0 + 1_000).await;
+    ids.sort();
+    assert_eq!(ids, [format!("beat@{}", T0 + 1_000), "job".to_string()]);
+}

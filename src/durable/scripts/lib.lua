@@ -347,6 +347,9 @@ local function recur_take(rs, now, h, b, lags, budget)
   if #rs == 0 then
     return plan, budget
   end
+  -- Checked by name first (HMGET would fail too, but with a bare WRONGTYPE).
+  expect(RECUR, 'hash')
+  expect(RNEXT, 'hash')
   local recs = redis.call('HMGET', RECUR, unpack(rs))
   local nexts = redis.call('HMGET', RNEXT, unpack(rs))
   local jobs = {}   -- { id, t, spec } per occurrence to run
@@ -453,8 +456,8 @@ local function recur_take(rs, now, h, b, lags, budget)
   return plan, budget
 end
 
--- Checks the keys recur_write will write that no read has checked (`recur` and `rnext`
--- were read with HMGET, which fails on a wrong type; `due` by the caller).
+-- Checks the keys recur_write will write that recur_take has not checked (it checked
+-- `recur` and `rnext`; the caller checks `due`).
 local function recur_check(plan)
   if #plan.low > 0 then
     expect(RLOW, 'set')

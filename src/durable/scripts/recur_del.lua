@@ -4,6 +4,7 @@
 -- KEYS[1]  meta
 -- ARGV     ids (one or more)
 -- Returns  for each id, 1 if a schedule was removed, 0 if the id names none.
+expect(RECUR, 'hash')
 local recs = redis.call('HMGET', RECUR, unpack(ARGV))
 expect(RNEXT, 'hash')
 expect(DUE, 'zset')

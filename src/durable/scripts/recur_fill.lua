@@ -24,6 +24,7 @@ local out = { 1 }
 if n == 0 then
   return out
 end
+expect(RNEXT, 'hash')
 local nexts = redis.call('HMGET', RNEXT, unpack(ids))
 expect(DUE, 'zset')
 expect(RLOW, 'set')

@@ -10,6 +10,7 @@
 --          none of them), 1 if the schedule is new or replaced (counted from now on).
 local now, m = meta({ 'armed', 'expires', 'busy' })
 local id, rec, first = ARGV[1], ARGV[2], ARGV[3]
+expect(RECUR, 'hash')
 local old = redis.call('HGET', RECUR, id)
 if old == rec then
   return { now, 0 }
