@@ -1,7 +1,7 @@
 //! `tickless-durable`: an operator's look at a durable queue.
 //!
 //! ```text
-//! tickless-durable inspect <url> <queue>             counts, leader, lag, the next wakes, dead jobs
+//! tickless-durable inspect <url> <queue>             counts, leader, lag, recurring schedules, dead jobs
 //! tickless-durable job <url> <queue> <id>            one job's state, due time, attempts, error
 //! tickless-durable retry-dead <url> <queue> <id>     a dead job gets a new set of attempts
 //! ```
@@ -15,7 +15,7 @@
 
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use tickless::durable::{ConnectOptions, Error, Queue};
+use tickless::durable::{ConnectOptions, Error, Queue, Recurrence};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -143,6 +143,20 @@ async fn inspect(queue: &Queue) -> Result<(), Error> {
     );
     if stats.manual_clock {
         println!("  manual clock at {} ms", ms(stats.now));
+    }
+    for s in queue.schedules().await? {
+        let every = match &s.recurrence {
+            Recurrence::Every(period) => format!("every {period:?}"),
+            Recurrence::Cron { expression, zone } => format!("cron {expression:?} in {zone}"),
+            other => format!("{other:?}"),
+        };
+        let next = s
+            .next
+            .map_or("none known yet".to_string(), |t| ago(stats.now, t));
+        println!(
+            "  recurring {:?}: {every}, catch-up {:?}, next {next}",
+            s.id, s.catch_up
+        );
     }
     for info in queue.dead(10).await? {
         println!(

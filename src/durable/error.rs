@@ -34,6 +34,7 @@ enum Kind {
     PayloadTooLarge,
     InvalidId,
     InvalidQueueName,
+    InvalidSchedule,
     Garbage,
     Permission,
     Replication,
@@ -73,6 +74,15 @@ impl Error {
         Error::new(
             Kind::InvalidId,
             format!("invalid job id {shown:?}{cut}: {why}"),
+        )
+    }
+
+    pub(crate) fn invalid_schedule(id: &str, why: impl fmt::Display) -> Error {
+        let shown: String = id.chars().take(64).collect();
+        let cut = if shown.len() < id.len() { "..." } else { "" };
+        Error::new(
+            Kind::InvalidSchedule,
+            format!("invalid recurring schedule {shown:?}{cut}: {why}"),
         )
     }
 
@@ -162,6 +172,12 @@ impl Error {
     /// A job id was empty or longer than [`MAX_ID_BYTES`](super::MAX_ID_BYTES).
     pub fn is_invalid_id(&self) -> bool {
         self.kind == Kind::InvalidId
+    }
+
+    /// A recurring schedule was refused: a cron expression that does not parse or never
+    /// matches, an unknown time zone, a zero period (see [`Queue::cron`](super::Queue::cron)).
+    pub fn is_invalid_schedule(&self) -> bool {
+        self.kind == Kind::InvalidSchedule
     }
 
     /// A queue name was empty, too long, or held `{` or `}` (it becomes the hash tag).

@@ -180,6 +180,9 @@ impl Queue {
             ("flight", "zset"),
             ("dead", "zset"),
             ("ready", "list"),
+            ("recur", "hash"),
+            ("rnext", "hash"),
+            ("rlow", "set"),
         ];
         let mut pipe = redis::pipe();
         for (suffix, _) in expected {

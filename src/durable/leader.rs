@@ -450,7 +450,8 @@ impl Leader {
             }
             let now = reply.int(0)?.max(0) as u64;
             let next = reply.int(1)?;
-            let more = reply.int(2)? == 1;
+            let flags = reply.int(2)?;
+            let more = flags & 1 == 1;
             let promoted = reply.len().saturating_sub(3);
             if promoted > 0 {
                 let mut lags = self.shared.lags.lock().unwrap_or_else(|e| e.into_inner());
@@ -489,7 +490,10 @@ impl Leader {
                     *renew_at = local;
                 }
             }
-            if !more {
+            // Cron schedules running low on known occurrences get more (fenced); some
+            // may be due at once, so the leader ticks again when any gained.
+            let refilled = flags & 2 == 2 && super::recur::refill(&self.queue, token, now).await?;
+            if !more && !refilled {
                 return Ok(());
             }
         }

@@ -75,6 +75,9 @@
 //! | `flight` | sorted set | id → lease end |
 //! | `dead` | sorted set | id → when it died |
 //! | `errors` | hash | id → last error |
+//! | `recur` | hash | recurring schedule id → `kind\|policy\|max\|period\|spec\|payload` |
+//! | `rnext` | hash | schedule id → `last:t1,t2,...`: the latest occurrence made into a job, then the known next ones |
+//! | `rlow` | set | ids of cron schedules with fewer than 8 known occurrences, for the leader to refill |
 //! | `wake` | channel | earlier wakes and shortened leases, for the leader and candidates |
 //!
 //! # The wheel
@@ -102,6 +105,52 @@
 //! into it needs no message to the leader beyond "wake earlier". `BENCHMARKS.md` has the
 //! cost (about 5 µs of Redis CPU per job) and the lag it buys (p50 1 ms, p99 4 ms).
 //!
+//! # Recurring jobs
+//!
+//! [`Queue::every`] and [`Queue::cron`] set a schedule by id (setting the same one again
+//! changes nothing, so an application can set its schedules at every start);
+//! [`Queue::unschedule`] removes it; [`Queue::schedules`] lists them with their next
+//! occurrence. Each occurrence `t` becomes an ordinary job named `<id>@<t in ms>`,
+//! delivered, retried and dead-lettered like any other.
+//!
+//! **One job per occurrence.** A schedule's next occurrence is the `due` member `r<id>`,
+//! so the leader's timer wakes for it like for a staged job. `tick.lua` makes the job
+//! and moves the schedule's `last` past it (in `rnext`) in the same script, fenced by
+//! the leader's token: a leader that dies before the script made nothing, one that dies
+//! after left the schedule moved on; a paused leader whose lease ended makes nothing.
+//! `rnext` only holds times after `last`, and only later times are ever appended.
+//!
+//! **Cron in Rust, the move in Lua.** Lua cannot read a cron expression, and the leader
+//! must not wait for Rust between handing out an occurrence and recording it. So
+//! [`Queue::cron`] computes the next 32 occurrences (with the `croner` crate, in the
+//! schedule's IANA zone) into `rnext`; the tick consumes them; when fewer than 8 remain it
+//! adds the id to `rlow` and tells the leader, which computes 32 more after the last known
+//! one and appends them with `recur_fill.lua`, fenced by its token and only if `rnext`
+//! still holds the list it computed from. An `every` schedule needs none of this: Lua
+//! adds the period.
+//!
+//! Worked example: at 2026-03-27 12:00 UTC, `cron("nightly", "0 2 * * *", "Europe/Paris",
+//! ..)`. `rnext` is `<now>:1774659600000,1774746000000,...` (28 March 01:00 UTC = 02:00
+//! CET; 29 March 01:00 UTC = 03:00 CEST, because that night has no 02:00: Vixie cron's
+//! rule, run right after the gap; then 00:00 UTC = 02:00 CEST from the 30th), and `due`
+//! holds `rnightly` scored 1774659600000. At that millisecond the leader's tick reads
+//! both hashes, appends the job `nightly@1774659600000` to `ready`, writes
+//! `1774659600000:1774746000000,...` and scores `rnightly` at the next time. After the
+//! 25th night, 7 times are left: the tick adds `nightly` to `rlow` and flags its reply;
+//! the leader computes 32 more and appends them. In October the night with two 02:00s
+//! runs once, at the first (02:00 CEST, 00:00 UTC).
+//!
+//! **Downtime.** When a tick finds several occurrences of a schedule due (no leader ran
+//! for a while), [`CatchUp`] says what runs: every one ([`CatchUp::Burst`], one job
+//! each, a bounded number per tick call), or one job for the latest due occurrence
+//! ([`CatchUp::Delay`]: an `every` schedule then counts on from now; [`CatchUp::Skip`],
+//! the default: the grid stays). A cron schedule whose known times are all due (say a
+//! day of downtime for `*/5 * * * *`) runs nothing until the leader has appended times
+//! from the latest due occurrence on, so `Skip` and `Delay` still run exactly one job.
+//!
+//! Schedules are not jobs: an occurrence whose job is still running does not stop the
+//! next one (jobs may overlap); make the handler skip if that matters.
+//!
 //! # The clock
 //!
 //! Due times, lease ends and leadership leases are judged by each script on Redis
@@ -114,6 +163,7 @@ mod inspect;
 mod leader;
 mod leader_handle;
 mod queue;
+mod recur;
 mod redact;
 mod reply;
 mod scripts;
@@ -125,6 +175,7 @@ pub use error::Error;
 pub use leader::{Leader, LeaderOptions};
 pub use leader_handle::{LeaderHandle, LeaderStats};
 pub use queue::{Queue, When, MAX_ID_BYTES, MAX_PAYLOAD_BYTES, MAX_QUEUE_NAME_BYTES};
+pub use recur::{CatchUp, Recurrence, ScheduleInfo};
 pub use reply::{JobInfo, JobState};
 pub use stats::Stats;
 pub use worker::{Backoff, Failed, Job, Worker, WorkerOptions};

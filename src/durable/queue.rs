@@ -2,6 +2,7 @@
 
 use super::connection::{Conn, ConnectOptions, Nodes};
 use super::error::Error;
+use super::recur::CatchUp;
 use super::reply::Reply;
 use super::scripts::{scripts, Script};
 use redis::Value;
@@ -131,6 +132,7 @@ struct Inner {
     /// `WAIT` for this many replicas, at most this long, after writes that must survive a
     /// master's death (see [`ConnectOptions::wait_for_replicas`]).
     replicas: Option<(u32, Duration)>,
+    catch_up: CatchUp,
 }
 
 impl std::fmt::Debug for Queue {
@@ -195,6 +197,7 @@ impl Queue {
                 prefix,
                 max_attempts: 5,
                 replicas: options.replicas(),
+                catch_up: CatchUp::default(),
             }),
         };
         queue.check_keys().await?;
@@ -205,6 +208,17 @@ impl Queue {
     /// (default 5): after that many deliveries without success a job goes to the dead
     /// set. At least 1.
     pub fn with_max_attempts(&self, attempts: u32) -> Queue {
+        self.with(attempts.max(1), self.inner.catch_up)
+    }
+
+    /// The same queue with another policy for occurrences of recurring schedules it sets
+    /// from now on ([`every`](Queue::every), [`cron`](Queue::cron)) that came due while
+    /// no leader ran: see [`CatchUp`] (default [`CatchUp::Skip`]).
+    pub fn with_catch_up(&self, catch_up: CatchUp) -> Queue {
+        self.with(self.inner.max_attempts, catch_up)
+    }
+
+    fn with(&self, max_attempts: u32, catch_up: CatchUp) -> Queue {
         let inner = &self.inner;
         Queue {
             inner: Arc::new(Inner {
@@ -214,10 +228,19 @@ impl Queue {
                 name: inner.name.clone(),
                 prefix: inner.prefix.clone(),
                 meta: inner.meta.clone(),
-                max_attempts: attempts.max(1),
+                max_attempts,
                 replicas: inner.replicas,
+                catch_up,
             }),
         }
+    }
+
+    pub(crate) fn max_attempts(&self) -> u32 {
+        self.inner.max_attempts
+    }
+
+    pub(crate) fn catch_up(&self) -> CatchUp {
+        self.inner.catch_up
     }
 
     /// The queue's name.

@@ -53,6 +53,11 @@ scripts!(
     renew: true,
     release: true,
     retry_dead: true,
+    // Setting the same record twice leaves it as once; a fill is compare-and-set on the
+    // times it was computed from; removing twice removes once.
+    recur_set: true,
+    recur_fill: true,
+    recur_del: true,
 );
 
 /// The scripts, built on first use.

@@ -4,15 +4,19 @@
 -- ARGV     token, limit (at most this many jobs touched per call)
 -- Returns  { 0 } if `token` is not the current leadership's or its lease has ended
 --          (fencing: a paused leader that lost its lease promotes nothing); else
---          { now, next, more, lag_1, ..., lag_k }: `next` is the score of the head of
---          `due` after this call (-1 if empty), `more` is 1 if due work was left for
---          another call, and lag_i is now - due for each job promoted to `ready`.
+--          { now, next, flags, lag_1, ..., lag_k }: `next` is the score of the head of
+--          `due` after this call (-1 if empty); flags bit 1 is set if due work was left
+--          for another call, bit 2 if cron schedules want more occurrences (`rlow`:
+--          the leader appends them with recur_fill.lua); lag_i is now - due for each
+--          job promoted to `ready`.
 --
 -- For each due member of `due` (I2, I3):
 --   j<id>       a staged job: appended to `ready` (I6: its score is its due time).
 --   b<k>:<s>    a bucket, LEAD ms before its start: drained with SPOP into the staged
 --               window (due before the new horizon) or into finer buckets, which start
 --               at or after the horizon and so are not due in this call.
+--   r<id>       a recurring schedule's next occurrence: lib.lua's recur_take makes
+--               its job(s) and moves the schedule on, in this same call (R1).
 --   l           the lease marker, scored at or before the earliest lease end: jobs whose
 --               lease ended go back to `ready`, or to `dead` after their last attempt.
 -- Then meta's `armed` is raised to at least the new head, so that a script adding an
@@ -39,6 +43,7 @@ local ended = {}    -- ids whose lease ended
 local notes = {}    -- id, note pairs for `errors`
 local dead = {}     -- score, id pairs for `dead`
 local flight_head = false
+local rs = {}       -- ids of due recurring schedules
 for i = 1, #items, 2 do
   local member, score = items[i], tonumber(items[i + 1])
   local kind = string.sub(member, 1, 1)
@@ -80,6 +85,8 @@ for i = 1, #items, 2 do
         end
       end
     end
+  elseif kind == 'r' then
+    rs[#rs + 1] = string.sub(member, 2)
   elseif kind == 'l' then
     ended = redis.call('ZRANGEBYSCORE', FLIGHT, '-inf', now, 'LIMIT', 0, budget)
     if #ended > 0 then
@@ -109,6 +116,12 @@ for i = 1, #items, 2 do
     garbage(DUE, 'member ' .. string.format('%q', member) .. ' is neither a job nor a bucket')
   end
 end
+local rplan
+rplan, budget = recur_take(rs, now, h, b, lags, budget)
+if rplan.more then
+  more = 1
+end
+recur_check(rplan)
 if #bad > 0 or #dead > 0 then
   expect(DEAD, 'zset')
 end
@@ -144,6 +157,7 @@ end
 if #done > 0 then
   redis.call('ZREM', DUE, unpack(done))
 end
+recur_write(rplan)
 -- The leader reads `next` from this call, so nothing added here needs publishing.
 flush(b, now, nil, true)
 local head = redis.call('ZRANGE', DUE, 0, 0, 'WITHSCORES')
@@ -158,6 +172,9 @@ if nxt < 0 then
   end
 elseif armed < nxt then
   redis.call('HSET', META, 'armed', int(nxt + 50))
+end
+if redis.call('EXISTS', RLOW) == 1 then
+  more = more + 2
 end
 local out = { now, nxt, more }
 for i = 1, #lags do

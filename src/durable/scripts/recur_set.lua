@@ -1,0 +1,47 @@
+-- recur_set.lua: sets a recurring schedule (lib.lua, "Recurring schedules").
+--
+-- KEYS[1]  meta
+-- ARGV     id, record (`kind|policy|max|period|spec|payload`), first: 'r<us>' (an
+--          `every` schedule: its first occurrence that many microseconds from now) or
+--          'c<t1>,<t2>,...' (a cron schedule: its next occurrences, computed in Rust;
+--          those not after now are dropped)
+-- Returns  { now, set }: set is 0 if the id already had this very record (left as it
+--          is, its next occurrences too: a deploy that sets its schedules again moves
+--          none of them), 1 if the schedule is new or replaced (counted from now on).
+local now, m = meta({ 'armed', 'expires', 'busy' })
+local id, rec, first = ARGV[1], ARGV[2], ARGV[3]
+expect(RECUR, 'hash')
+local old = redis.call('HGET', RECUR, id)
+if old == rec then
+  return { now, 0 }
+end
+expect(RNEXT, 'hash')
+expect(DUE, 'zset')
+expect(RLOW, 'set')
+local ts = {}
+if string.sub(first, 1, 1) == 'r' then
+  ts[1] = due_after(tonumber(string.sub(first, 2)))
+else
+  for t in string.gmatch(string.sub(first, 2), '%d+') do
+    local n = tonumber(t)
+    if n > now and (#ts == 0 or n > ts[#ts]) then
+      ts[#ts + 1] = n
+    end
+  end
+end
+redis.call('HSET', RECUR, id, rec)
+redis.call('HSET', RNEXT, id, recur_value(now, ts, 1))
+if #ts > 0 then
+  redis.call('ZADD', DUE, ts[1], 'r' .. id)
+  local b = batch()
+  wake_at(b, ts[1])
+  flush(b, now, m, true)
+else
+  redis.call('ZREM', DUE, 'r' .. id)
+end
+if string.sub(rec, 1, 1) == 'c' and #ts < RLOW_AT then
+  redis.call('SADD', RLOW, id)
+else
+  redis.call('SREM', RLOW, id)
+end
+return { now, 1 }
