@@ -100,10 +100,13 @@
 //! `TIME`, never by a machine's clock. Tests can give a queue a manual clock
 //! ([`Queue::set_manual_clock`]): a field of `meta` that every script reads instead.
 
+#[cfg(feature = "dashboard")]
+pub mod dashboard;
 mod error;
 mod inspect;
 mod leader;
 mod leader_handle;
+mod peek;
 mod queue;
 mod redact;
 mod reply;
@@ -114,6 +117,7 @@ mod worker;
 pub use error::Error;
 pub use leader::{Leader, LeaderOptions};
 pub use leader_handle::{LeaderHandle, LeaderStats};
+pub use peek::{queue_names, DueBucket};
 pub use queue::{Queue, When, MAX_ID_BYTES, MAX_PAYLOAD_BYTES, MAX_QUEUE_NAME_BYTES};
 pub use reply::{JobInfo, JobState};
 pub use stats::Stats;
