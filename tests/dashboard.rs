@@ -420,6 +420,16 @@ fn dashboard_in_a_browser_shows_what_redis_holds_and_retries_the_dead() {
         metrics.contains("tickless_wheel_jobs{queue=\"reviews\",level=\"2\"}"),
         "{metrics}"
     );
+    for (event, n) in [
+        ("scheduled", 26),
+        ("delivered", 3),
+        ("died", 2),
+        ("leaderships", 1),
+    ] {
+        let line = format!("tickless_events_total{{queue=\"reviews\",event=\"{event}\"}} {n}\n");
+        assert!(metrics.contains(&line), "{line} in {metrics}");
+    }
+    assert!(metrics.contains("tickless_promotion_lag_ms_bucket{queue=\"reviews\",le=\"+Inf\"} 0"));
     assert!(!metrics.contains(PASSWORD));
     eprintln!(
         "dashboard test took {:?}; screenshot {}",

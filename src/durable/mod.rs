@@ -59,7 +59,7 @@
 //!
 //! | key | type | holds |
 //! | --- | --- | --- |
-//! | `meta` | hash | the lease (`holder`, `token`, `expires`), `armed` (when the leader next wakes), the manual clock, promotion lag figures |
+//! | `meta` | hash | the lease (`holder`, `token`, `expires`), `armed` (when the leader next wakes), the manual clock, promotion lag figures, counters `n_*` (one `HINCRBY` in the script that does the counted thing; see [`Counters`]) |
 //! | `jobs` | hash | id → `due\|loc\|attempts\|max\|skip\|payload` |
 //! | `b:<k>:<start>` | set | ids of the jobs in a bucket of level k |
 //! | `due` | sorted set | `b<k>:<start>` per non-empty bucket, scored start − 256 ms; `j<id>` per staged job, scored by its due time; `l`, scored at or before the earliest lease end |
@@ -117,7 +117,7 @@ mod worker;
 pub use error::Error;
 pub use leader::{Leader, LeaderOptions};
 pub use leader_handle::{LeaderHandle, LeaderStats};
-pub use peek::{queue_names, DueBucket};
+pub use peek::{queue_names, Counters, DueBucket};
 pub use queue::{Queue, When, MAX_ID_BYTES, MAX_PAYLOAD_BYTES, MAX_QUEUE_NAME_BYTES};
 pub use reply::{JobInfo, JobState};
 pub use stats::Stats;

@@ -177,6 +177,106 @@ impl Queue {
     }
 }
 
+/// Upper bounds (ms) of the promotion lag ranges counted by `tick.lua`; the last range
+/// is everything above.
+pub(crate) const LAG_BOUNDS_MS: [u64; 8] = [1, 5, 10, 50, 100, 500, 1000, 5000];
+
+/// Running totals of a queue since it was created, kept in Redis by the scripts (so
+/// every process sees the same): see [`Queue::counters`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Counters {
+    /// Jobs added by `schedule` (an id already in use adds nothing).
+    pub scheduled: u64,
+    /// Deliveries to workers (claims).
+    pub delivered: u64,
+    /// Deliveries acknowledged: jobs completed.
+    pub acked: u64,
+    /// Failed deliveries put back for a retry.
+    pub retried: u64,
+    /// Jobs moved to the dead set (a failed last attempt, or a lease ending after it).
+    pub died: u64,
+    /// Records a script found unreadable and set aside in the dead set.
+    pub quarantined: u64,
+    /// Leaderships taken (one per leader change).
+    pub leaderships: u64,
+    /// Due jobs promoted to the ready list.
+    pub promoted: u64,
+    /// Promotions by lag: `(le_ms, n)` with `n` promotions whose lag was at most `le_ms`
+    /// and above the previous bound (not cumulative); `le_ms` `None` for the rest.
+    pub lag: Vec<(Option<u64>, u64)>,
+    /// The sum of the promotion lags, in ms.
+    pub lag_sum_ms: u64,
+}
+
+impl Queue {
+    /// The queue's running totals: schedules, deliveries, acks, retries, deaths, leader
+    /// changes, the promotion lag histogram. One `HMGET`; each count costs the script
+    /// that does the counted thing one `HINCRBY`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::is_redis`], [`Error::is_garbage`] for a field that is not a number.
+    pub async fn counters(&self) -> Result<Counters, Error> {
+        let names = [
+            "scheduled",
+            "delivered",
+            "acked",
+            "retried",
+            "died",
+            "quarantined",
+            "leaderships",
+            "promoted",
+            "lag_sum_ms",
+        ];
+        let lag_fields: Vec<String> = LAG_BOUNDS_MS
+            .iter()
+            .map(|b| format!("n_lag_le_{b}"))
+            .chain(["n_lag_le_inf".to_string()])
+            .collect();
+        let fields: Vec<String> = names
+            .iter()
+            .map(|n| format!("n_{n}"))
+            .chain(lag_fields)
+            .collect();
+        let meta = self.meta_key();
+        let values: Vec<Option<String>> = redis::cmd("HMGET")
+            .arg(meta)
+            .arg(&fields)
+            .query_async(&mut self.conn())
+            .await
+            .map_err(|err| Error::redis(meta, "HMGET", err))?;
+        let mut numbers = Vec::with_capacity(fields.len());
+        for (field, value) in fields.iter().zip(&values) {
+            numbers.push(match value {
+                None => 0,
+                Some(text) => text.parse::<u64>().map_err(|_| {
+                    Error::garbage(meta, format!("field {field} is {text:?}, not a count"))
+                })?,
+            });
+        }
+        let n = |i: usize| numbers.get(i).copied().unwrap_or(0);
+        Ok(Counters {
+            scheduled: n(0),
+            delivered: n(1),
+            acked: n(2),
+            retried: n(3),
+            died: n(4),
+            quarantined: n(5),
+            leaderships: n(6),
+            promoted: n(7),
+            lag_sum_ms: n(8),
+            lag: LAG_BOUNDS_MS
+                .iter()
+                .map(|&b| Some(b))
+                .chain([None])
+                .enumerate()
+                .map(|(i, le)| (le, n(9 + i)))
+                .collect(),
+        })
+    }
+}
+
 /// The names of the queues on the Redis server at `url`: every `tickless:{<name>}:meta`
 /// key, found with `SCAN` (a queue gets its meta key when a leader first runs on it).
 /// For tools such as `tickless-durable serve`; sorted.

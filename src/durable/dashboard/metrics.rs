@@ -33,11 +33,26 @@ impl Family {
     }
 
     fn add(&mut self, labels: &[(&str, &str)], value: impl std::fmt::Display) {
+        self.add_suffixed("", labels, value);
+    }
+
+    /// A line of the family's `name` + `suffix` (a histogram's `_bucket`, `_sum`).
+    fn add_suffixed(
+        &mut self,
+        suffix: &str,
+        labels: &[(&str, &str)],
+        value: impl std::fmt::Display,
+    ) {
         let labels: Vec<String> = labels
             .iter()
             .map(|(k, v)| format!("{k}=\"{}\"", label(v)))
             .collect();
-        let _ = writeln!(self.lines, "{}{{{}}} {value}", self.name, labels.join(","));
+        let _ = writeln!(
+            self.lines,
+            "{}{suffix}{{{}}} {value}",
+            self.name,
+            labels.join(",")
+        );
     }
 
     fn write(&self, out: &mut String) {
@@ -71,10 +86,17 @@ pub(super) async fn render(queues: &[Queue]) -> String {
         "gauge",
         "Promotion lag (due time to the ready list) over the current leader's promotions.",
     );
-    let mut promoted = Family::new(
-        "tickless_promoted_total",
+    let mut totals = Family::new(
+        "tickless_events_total",
         "counter",
-        "Jobs moved to the ready list by the current leader (starts again at a leader change).",
+        "Running totals kept in Redis by the queue's scripts: scheduled, delivered, acked, \
+         retried, died, quarantined (records a script could not read), leaderships \
+         (leader changes).",
+    );
+    let mut hist = Family::new(
+        "tickless_promotion_lag_ms",
+        "histogram",
+        "Promotion lag (due time to the ready list) of every promotion, in ms, from Redis.",
     );
     let mut errors = Family::new(
         "tickless_scrape_errors",
@@ -101,7 +123,6 @@ pub(super) async fn render(queues: &[Queue]) -> String {
         }
         up.add(&[("queue", q)], u8::from(stats.leader.is_some()));
         token.add(&[("queue", q)], stats.token);
-        promoted.add(&[("queue", q)], stats.promoted);
         for (quantile, value) in [
             ("0.5", stats.promotion_lag_p50),
             ("0.99", stats.promotion_lag_p99),
@@ -109,6 +130,27 @@ pub(super) async fn render(queues: &[Queue]) -> String {
             if let Some(value) = value {
                 lag.add(&[("queue", q), ("quantile", quantile)], value.as_secs_f64());
             }
+        }
+        if let Ok(c) = queue.counters().await {
+            for (event, n) in [
+                ("scheduled", c.scheduled),
+                ("delivered", c.delivered),
+                ("acked", c.acked),
+                ("retried", c.retried),
+                ("died", c.died),
+                ("quarantined", c.quarantined),
+                ("leaderships", c.leaderships),
+            ] {
+                totals.add(&[("queue", q), ("event", event)], n);
+            }
+            let mut cumulative = 0;
+            for (le, n) in &c.lag {
+                cumulative += n;
+                let le = le.map_or("+Inf".to_string(), |ms| ms.to_string());
+                hist.add_suffixed("_bucket", &[("queue", q), ("le", &le)], cumulative);
+            }
+            hist.add_suffixed("_sum", &[("queue", q)], c.lag_sum_ms);
+            hist.add_suffixed("_count", &[("queue", q)], c.promoted);
         }
         if let Ok((buckets, _)) = queue.due_buckets().await {
             let mut levels = [0u64; 8]; // 0..=6, then staged
@@ -126,7 +168,7 @@ pub(super) async fn render(queues: &[Queue]) -> String {
         }
     }
     let mut out = String::new();
-    for family in [&jobs, &wheel, &up, &token, &lag, &promoted, &errors] {
+    for family in [&jobs, &wheel, &up, &token, &lag, &totals, &hist, &errors] {
         family.write(&mut out);
     }
     out
