@@ -112,6 +112,7 @@ mod redact;
 mod reply;
 mod scripts;
 mod stats;
+mod trace;
 mod worker;
 
 pub use error::Error;
