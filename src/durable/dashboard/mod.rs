@@ -43,6 +43,7 @@
 
 mod history;
 mod html;
+mod job;
 mod metrics;
 mod routes;
 mod svg;

@@ -191,9 +191,14 @@ async fn job_page(
     let found =
         async { Ok::<_, crate::durable::Error>((queue.now().await?, queue.job(id).await?)) };
     match found.await {
-        Ok((now, info)) => {
-            no_store(Html(html::job_page(&ctx, queue, now, id, info.as_ref()))).into_response()
-        }
+        Ok((now, info)) => no_store(Html(super::job::job_page(
+            &ctx,
+            queue,
+            now,
+            id,
+            info.as_ref(),
+        )))
+        .into_response(),
         Err(err) if err.is_invalid_id() => {
             error_page(StatusCode::BAD_REQUEST, &ctx, &err.to_string())
         }
