@@ -354,8 +354,19 @@ pub(super) fn queue_page(ctx: &Ctx<'_>, view: &QueueView<'_>, history: &History)
     }
     body.push_str("</div>");
 
-    body.push_str("<h2>Over the last hour</h2><div class=\"charts\">");
-    let span = Duration::from_secs(3600).as_secs_f64();
+    // The samples' span: from the oldest kept (an hour at most) to now; a minute at least.
+    let span = history
+        .samples()
+        .next()
+        .map_or(Duration::ZERO, |first| first.at.elapsed())
+        .clamp(Duration::from_secs(60), Duration::from_secs(3600));
+    let _ = write!(
+        body,
+        "<h2>Over the last {}</h2><div class=\"charts\">",
+        human(span)
+    );
+    let (left, middle) = (format!("-{}", human(span)), format!("-{}", human(span / 2)));
+    let span = span.as_secs_f64();
     let x = |age: Duration| 1.0 - age.as_secs_f64() / span;
     let (mut p50, mut p99) = (Vec::new(), Vec::new());
     for sample in history.samples() {
@@ -372,7 +383,7 @@ pub(super) fn queue_page(ctx: &Ctx<'_>, view: &QueueView<'_>, history: &History)
         .into_iter()
         .map(|(age, r)| (x(age), r))
         .collect();
-    let labels = ["-1 h", "-30 min", "now"];
+    let labels = [left.as_str(), middle.as_str(), "now"];
     let _ = write!(
         body,
         "<figure><figcaption>promotion lag</figcaption>{}</figure>\
