@@ -23,4 +23,19 @@ if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/nul
   fi
 fi
 
+# tests/dashboard.rs drives a real headless browser: Debian's chromium.
+if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1; then
+    echo "chromium is missing: installing it with apt-get" >&2
+    SUDO=""
+    if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+    $SUDO apt-get update
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y chromium
+  else
+    echo "chromium is missing and apt-get is not here: install Chromium so that" \
+         "chromium is on PATH (the dashboard test drives it), then run this again" >&2
+    exit 1
+  fi
+fi
+
 cargo test --all-features "$@"

@@ -4,11 +4,19 @@
 //! tickless-durable inspect <url> <queue>             counts, leader, lag, recurring schedules, dead jobs
 //! tickless-durable job <url> <queue> <id>            one job's state, due time, attempts, error
 //! tickless-durable retry-dead <url> <queue> <id>     a dead job gets a new set of attempts
+//! tickless-durable serve <url> [queue...]            the web dashboard and /metrics
 //! ```
 //!
 //! `<url>` is one server's URL, or a Redis Cluster's seed URLs separated by commas
 //! (`redis://10.0.0.1:6379,redis://10.0.0.2:6379`; one seed and a comma for a single
 //! one). `TICKLESS_REDIS_CA` names a PEM file of the CA to trust for `rediss://` URLs.
+//!
+//! `serve` (cargo feature `dashboard`) shows the named queues, or every queue on the
+//! server when none is named. It listens on `TICKLESS_DASHBOARD_ADDR` (default
+//! `127.0.0.1:8025`); actions (cancel, run now, retry) need the access token in
+//! `TICKLESS_DASHBOARD_TOKEN` (an environment variable, so that no other user reads it
+//! in the process list); without it, or with `TICKLESS_DASHBOARD_READ_ONLY=1`, the
+//! dashboard is read-only.
 //!
 //! (The leader, worker and scheduler processes the crash tests kill are the crash tests'
 //! own: `tests/durable_crash/roles.rs`.)
@@ -53,9 +61,13 @@ async fn connect(url: &str, name: &str) -> Result<Queue, String> {
     options.connect(name).await.map_err(|e| e.to_string())
 }
 
-const USAGE: &str = "usage: tickless-durable (inspect|job|retry-dead) <url> <queue> ...";
+const USAGE: &str = "usage: tickless-durable (inspect|job|retry-dead) <url> <queue> ... \
+                     | tickless-durable serve <url> [queue...]";
 
 async fn run(args: &[String]) -> Result<(), String> {
+    if let (Some("serve"), Some(url)) = (args.first().map(String::as_str), args.get(1)) {
+        return serve(url, &args[2..]).await;
+    }
     let (Some(command), Some(url), Some(name)) = (args.first(), args.get(1), args.get(2)) else {
         return Err(USAGE.to_string());
     };
@@ -167,4 +179,56 @@ async fn inspect(queue: &Queue) -> Result<(), Error> {
         );
     }
     Ok(())
+}
+
+#[cfg(feature = "dashboard")]
+async fn serve(url: &str, names: &[String]) -> Result<(), String> {
+    use tickless::durable::dashboard::Dashboard;
+    let names = if names.is_empty() && url.contains(',') {
+        return Err("on a cluster, name the queues to show (each node has its own keys)".into());
+    } else if names.is_empty() {
+        tickless::durable::queue_names(url)
+            .await
+            .map_err(|e| e.to_string())?
+    } else {
+        names.to_vec()
+    };
+    if names.is_empty() {
+        return Err("no queue on this server yet: name the queues to show".to_string());
+    }
+    let mut queues = Vec::new();
+    for name in &names {
+        queues.push(connect(url, name).await?);
+    }
+    let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    let addr = env("TICKLESS_DASHBOARD_ADDR").unwrap_or_else(|| "127.0.0.1:8025".to_string());
+    let read_only = env("TICKLESS_DASHBOARD_READ_ONLY").is_some_and(|v| v != "0");
+    let token = env("TICKLESS_DASHBOARD_TOKEN").unwrap_or_default();
+    let actions = !read_only && !token.is_empty();
+    let app = Dashboard::new(queues)
+        .action_token(token)
+        .read_only(read_only)
+        .router();
+    let listener = tokio::net::TcpListener::bind(&addr)
+        .await
+        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    let local = listener.local_addr().map_err(|e| e.to_string())?;
+    // The tests read this line for the port (TICKLESS_DASHBOARD_ADDR=127.0.0.1:0).
+    println!(
+        "dashboard of {} queue(s) on http://{local}/ ({})",
+        names.len(),
+        if actions {
+            "actions need the token"
+        } else {
+            "read-only"
+        }
+    );
+    axum::serve(listener, app)
+        .await
+        .map_err(|e| format!("the server stopped: {e}"))
+}
+
+#[cfg(not(feature = "dashboard"))]
+async fn serve(_: &str, _: &[String]) -> Result<(), String> {
+    Err("serve needs tickless built with the `dashboard` feature".to_string())
 }

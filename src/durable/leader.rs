@@ -350,6 +350,7 @@ impl Leader {
             self.shared.token.store(token, Ordering::Relaxed);
             self.shared.leading.store(true, Ordering::Relaxed);
             self.shared.leaderships.fetch_add(1, Ordering::Relaxed);
+            super::trace::event!(info, queue = self.queue.name(), token, "acquired");
             self.role = Role::Leading {
                 token,
                 expires,
@@ -367,6 +368,7 @@ impl Leader {
     }
 
     fn lose(&mut self) {
+        super::trace::event!(info, queue = self.queue.name(), "lost");
         self.shared.leading.store(false, Ordering::Relaxed);
         self.role = Role::Candidate {
             retry_at: Instant::now(),
@@ -461,6 +463,7 @@ impl Leader {
                 self.shared
                     .promoted
                     .fetch_add(promoted as u64, Ordering::Relaxed);
+                super::trace::event!(debug, queue = self.queue.name(), promoted, "promote");
             }
             let map = ClockMap {
                 local,

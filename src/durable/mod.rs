@@ -67,7 +67,7 @@
 //!
 //! | key | type | holds |
 //! | --- | --- | --- |
-//! | `meta` | hash | the lease (`holder`, `token`, `expires`), `armed` (when the leader next wakes), the manual clock, promotion lag figures |
+//! | `meta` | hash | the lease (`holder`, `token`, `expires`), `armed` (when the leader next wakes), the manual clock, promotion lag figures, counters `n_*` (one `HINCRBY` in the script that does the counted thing; see [`Counters`]) |
 //! | `jobs` | hash | id → `due\|loc\|attempts\|max\|skip\|payload` |
 //! | `b:<k>:<start>` | set | ids of the jobs in a bucket of level k |
 //! | `due` | sorted set | `b<k>:<start>` per non-empty bucket, scored start − 256 ms; `j<id>` per staged job, scored by its due time; `l`, scored at or before the earliest lease end |
@@ -158,22 +158,27 @@
 //! ([`Queue::set_manual_clock`]): a field of `meta` that every script reads instead.
 
 mod connection;
+#[cfg(feature = "dashboard")]
+pub mod dashboard;
 mod error;
 mod inspect;
 mod leader;
 mod leader_handle;
+mod peek;
 mod queue;
 mod recur;
 mod redact;
 mod reply;
 mod scripts;
 mod stats;
+mod trace;
 mod worker;
 
 pub use connection::ConnectOptions;
 pub use error::Error;
 pub use leader::{Leader, LeaderOptions};
 pub use leader_handle::{LeaderHandle, LeaderStats};
+pub use peek::{queue_names, Counters, DueBucket};
 pub use queue::{Queue, When, MAX_ID_BYTES, MAX_PAYLOAD_BYTES, MAX_QUEUE_NAME_BYTES};
 pub use recur::{CatchUp, Recurrence, ScheduleInfo};
 pub use reply::{JobInfo, JobState};

@@ -398,7 +398,9 @@ impl Queue {
         } else {
             self.call(&scripts().schedule, &args).await?
         };
-        Ok(reply.int(1)? == 1)
+        let added = reply.int(1)? == 1;
+        super::trace::event!(debug, queue = self.name(), id, added, "schedule");
+        Ok(added)
     }
 
     /// Schedules many jobs: 128 per script call, calls pipelined 32 at a time. Returns,

@@ -264,11 +264,21 @@ impl Worker {
                 ],
             )
             .await?;
-        Ok(match reply.int(1)? {
+        let failed = match reply.int(1)? {
             1 => Failed::Retried,
             2 => Failed::Dead,
             _ => Failed::LeaseLost,
-        })
+        };
+        super::trace::event!(
+            warn,
+            queue = self.queue.name(),
+            id = job.id(),
+            attempt = job.attempt(),
+            outcome = ?failed,
+            error = error.as_str(),
+            "failed"
+        );
+        Ok(failed)
     }
 
     /// Extends the leases of deliveries still in flight to a full lease from now;
@@ -326,6 +336,13 @@ impl Worker {
             jobs.push(job(&mut reply, i, now, received)?);
             i += 4;
         }
+        super::trace::event!(
+            debug,
+            queue = self.queue.name(),
+            acked,
+            delivered = jobs.len(),
+            "ack and deliver"
+        );
         Ok((acked, jobs))
     }
 
@@ -417,7 +434,7 @@ impl Worker {
                         }
                         for job in jobs {
                             running.insert(job.id.clone(), job.attempt);
-                            spawn_handler(&handler, job, done_tx.clone());
+                            spawn_handler(self.queue.name(), &handler, job, done_tx.clone());
                         }
                     }
                     Err(err) if err.is_garbage() => return Err(err),
@@ -491,6 +508,7 @@ impl Worker {
 }
 
 fn spawn_handler<H, F, E>(
+    queue: &str,
     handler: &Arc<H>,
     job: Job,
     done: mpsc::UnboundedSender<(Job, Result<(), String>)>,
@@ -499,7 +517,7 @@ fn spawn_handler<H, F, E>(
     F: Future<Output = Result<(), E>> + Send + 'static,
     E: Display + Send + 'static,
 {
-    let work = tokio::spawn(handler(job.clone()));
+    let work = tokio::spawn(super::trace::in_job_span(queue, &job, handler(job.clone())));
     tokio::spawn(async move {
         let result = match work.await {
             Ok(Ok(())) => Ok(()),

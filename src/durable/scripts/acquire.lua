@@ -21,6 +21,7 @@ local t = redis.call('TIME')
 local floor = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local token = math.max((number(META, 'token', redis.call('HGET', META, 'token')) or 0) + 1, floor)
 redis.call('HSET', META, 'token', int(token))
+count('leaderships', 1)
 expires = now + tonumber(ARGV[2])
 redis.call('HSET', META, 'holder', ARGV[1], 'expires', int(expires), 'armed', 0,
   'busy', int(tonumber(ARGV[3])))

@@ -57,6 +57,7 @@ if nacks > 0 then
     redis.call('ZREM', FLIGHT, unpack(gone))
     redis.call('HDEL', JOBS, unpack(gone))
     acked = #gone
+    count('acked', acked)
   end
   if #errs > 0 then
     redis.call('HDEL', ERRORS, unpack(errs))
@@ -117,6 +118,7 @@ if #tomb > 0 then
 end
 if #flight > 0 then
   redis.call('ZADD', FLIGHT, unpack(flight))
+  count('delivered', #flight / 2)
   if redis.call('ZADD', DUE, 'LT', 'CH', ends, 'l') == 1 then
     local armed = tonumber(m.armed) or 0
     if armed > 0 and ends < armed then

@@ -25,10 +25,12 @@ if j.att >= j.max then
   j.loc = 'd'
   redis.call('ZADD', DEAD, now, id)
   redis.call('HSET', JOBS, id, record(j))
+  count('died', 1)
   return { now, 2 }
 end
 j.due = now + tonumber(ARGV[3])
 local b = batch()
 insert(b, id, j, now, horizon(now + LEAD))
 flush(b, now, m)
+count('retried', 1)
 return { now, 1 }

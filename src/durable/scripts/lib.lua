@@ -158,7 +158,16 @@ end
 
 -- For the leader and workers, which must go on: a job whose record cannot be read is
 -- put in `dead` (its record left as found), with an error naming it, and skipped.
+-- Adds `by` to meta's counter `n_<name>` (what /metrics reports, cluster-wide): one
+-- HINCRBY, only when there is something to count.
+local function count(name, by)
+  if by > 0 then
+    redis.call('HINCRBY', META, 'n_' .. name, by)
+  end
+end
+
 local function quarantine(id, now)
+  count('quarantined', 1)
   redis.call('ZADD', DEAD, now, id)
   redis.call('HSET', ERRORS, id, 'garbage in ' .. JOBS .. ': ' .. unreadable(id))
 end

@@ -45,4 +45,9 @@ for i = 1, n do
   end
 end
 flush(b, now, m)
+local added = 0
+for i = 2, #out do
+  added = added + out[i]
+end
+count('scheduled', added)
 return out

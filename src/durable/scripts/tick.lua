@@ -145,6 +145,7 @@ if #notes > 0 then
 end
 if #dead > 0 then
   redis.call('ZADD', DEAD, unpack(dead))
+  count('died', #dead / 2)
 end
 if flight_head then
   local head = redis.call('ZRANGE', FLIGHT, 0, 0, 'WITHSCORES')
@@ -177,7 +178,23 @@ if redis.call('EXISTS', RLOW) == 1 then
   more = more + 2
 end
 local out = { now, nxt, more }
+-- The promotion lag histogram of /metrics: one HINCRBY per non-empty range.
+local le, hist, sum = { 1, 5, 10, 50, 100, 500, 1000, 5000 }, {}, 0
 for i = 1, #lags do
   out[#out + 1] = lags[i]
+  sum = sum + lags[i]
+  local r = 'inf'
+  for _, bound in ipairs(le) do
+    if lags[i] <= bound then
+      r = bound
+      break
+    end
+  end
+  hist[r] = (hist[r] or 0) + 1
 end
+for r, n in pairs(hist) do
+  count('lag_le_' .. r, n)
+end
+count('promoted', #lags)
+count('lag_sum_ms', sum)
 return out

@@ -1,0 +1,68 @@
+//! The running totals the scripts keep in Redis for `/metrics` ([`Queue::counters`]):
+//! each counted where the counted thing happens, and the promotion lag histogram.
+#![cfg(feature = "redis")]
+
+mod support;
+
+use std::time::{Duration, SystemTime};
+use support::RedisServer;
+use tickless::durable::{Backoff, LeaderOptions, Queue, WorkerOptions};
+
+fn at(ms: u64) -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_millis(ms)
+}
+
+const T0: u64 = 1_700_000_000_000;
+
+#[tokio::test]
+async fn counters_follow_schedules_promotions_deliveries_and_outcomes() {
+    let server = RedisServer::start();
+    let queue = Queue::connect(&server.url(), "counted").await.unwrap();
+    queue.set_manual_clock(Some(at(T0))).await.unwrap();
+    let fresh = queue.counters().await.unwrap();
+    assert_eq!(
+        (fresh.scheduled, fresh.promoted, fresh.lag_sum_ms),
+        (0, 0, 0)
+    );
+
+    // Three new ids and one taken: three schedules.
+    for id in ["a", "b", "c", "a"] {
+        queue.schedule(id, b"x", at(T0 + 5_000)).await.unwrap();
+    }
+    let mut leader = queue.leader(LeaderOptions::default());
+    leader.step().await.unwrap();
+    assert!(leader.is_leading());
+    assert_eq!(queue.counters().await.unwrap().leaderships, 1);
+    // Promoted 7 ms late: all three in the (5, 10] ms range.
+    queue
+        .advance_manual_clock(Duration::from_millis(5_007))
+        .await
+        .unwrap();
+    leader.step().await.unwrap();
+    let c = queue.counters().await.unwrap();
+    assert_eq!(c.scheduled, 3);
+    assert_eq!(c.promoted, 3);
+    assert_eq!(c.lag_sum_ms, 21);
+    let in_range: Vec<u64> = c.lag.iter().map(|&(_, n)| n).collect();
+    assert_eq!(c.lag[2].0, Some(10));
+    assert_eq!(in_range, [0, 0, 3, 0, 0, 0, 0, 0, 0]);
+
+    // One acked, one retried, one dead.
+    let mut options = WorkerOptions::default();
+    options.backoff = Backoff::fixed(Duration::from_secs(1));
+    let worker = queue.worker(options);
+    let jobs = worker.try_claim(3).await.unwrap();
+    assert_eq!(jobs.len(), 3);
+    assert!(worker.ack(&jobs[0]).await.unwrap());
+    worker.fail(&jobs[1], "again").await.unwrap();
+    let once = queue.with_max_attempts(1);
+    once.schedule("d", b"x", at(T0)).await.unwrap();
+    let last = worker.try_claim(1).await.unwrap();
+    worker.fail(&last[0], "no").await.unwrap();
+    let c = queue.counters().await.unwrap();
+    assert_eq!(
+        (c.scheduled, c.delivered, c.acked, c.retried, c.died),
+        (4, 4, 1, 1, 1),
+        "{c:?}"
+    );
+}
