@@ -182,6 +182,7 @@ impl<T> Wheel<T> {
     /// # Panics
     ///
     /// If more than `2^31 - 1` entries are held at once.
+    #[inline]
     pub(crate) fn insert(&mut self, deadline_tick: u64, value: T) -> (usize, Placed) {
         let key = self.entries.vacant_key();
         assert!(
@@ -196,6 +197,7 @@ impl<T> Wheel<T> {
 
     /// Removes an entry wherever it is (bucket, ready list or fired) and returns its value.
     /// O(1). Returns `None` if `key` holds nothing.
+    #[inline]
     pub(crate) fn try_remove(&mut self, key: usize) -> Option<T> {
         if !self.entries.contains(key) {
             return None;
