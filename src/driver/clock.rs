@@ -228,8 +228,15 @@ impl Clock {
     pub(crate) fn instant_at_nanos(&self, nanos: i128) -> Instant {
         let unshifted = nanos - i128::from(self.shift());
         let magnitude = unshifted.unsigned_abs();
-        let secs = u64::try_from(magnitude / NANOS_PER_SEC).unwrap_or(u64::MAX);
-        let duration = Duration::new(secs, (magnitude % NANOS_PER_SEC) as u32);
+        // The common case fits u64 nanoseconds (584 years): a u128 division by 10^9 is a
+        // library call, a u64 one a multiplication (a `DelayQueue` pays this per item).
+        let duration = match u64::try_from(magnitude) {
+            Ok(nanos) => Duration::from_nanos(nanos),
+            Err(_) => {
+                let secs = u64::try_from(magnitude / NANOS_PER_SEC).unwrap_or(u64::MAX);
+                Duration::new(secs, (magnitude % NANOS_PER_SEC) as u32)
+            }
+        };
         if unshifted >= 0 {
             deadline_after(self.origin, duration)
         } else {

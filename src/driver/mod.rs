@@ -88,7 +88,7 @@ mod token;
 
 use crate::sync::{lock, AtomicU64, AtomicU8, Mutex, Ordering};
 use clock::Clock;
-use shard::Shard;
+use shard::{Shard, ShardState};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, OnceLock, Weak};
 use std::task::Waker;
@@ -96,8 +96,11 @@ use token::{Requested, Token, FIRE, REARM, STOP};
 
 pub(crate) use thread::spawn_thread;
 
-/// Wakers woken per lock release while a turn fires timers.
+/// Wakers woken per lock release while a turn fires timers from the ready list.
 const WAKE_BATCH: usize = 128;
+
+/// Above this capacity a turn's scratch vectors are shrunk at its end.
+const SCRATCH_KEPT: usize = 16 * 1024;
 
 /// Who turns a timer's wheel (see the module docs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -191,6 +194,9 @@ pub(crate) struct Scratch {
     wakers: Vec<Waker>,
     /// Due run entries with their deadline ticks, run after every shard is turned.
     runs: Vec<(u64, Waker)>,
+    /// Due entries handed out by an advance, with their keys, before they are sorted into
+    /// `wakers` and `runs`.
+    fired: Vec<(usize, Waker)>,
     /// Shards' keepalives let go of by the turn, dropped with no lock held.
     keepalives: Vec<Arc<Shard>>,
 }
@@ -295,25 +301,41 @@ impl Core {
         let mut panics = 0;
         for shard in self.shards() {
             let mut state = shard.lock();
-            state.wheel.advance(now_tick);
+            if state.wheel.ready_is_empty() {
+                // The due entries' wakers are taken as the flush finds them, in cache;
+                // walking the ready list afterwards would miss on every entry (W2). Only
+                // when nothing waits there already, so the order is the ready list's.
+                let fired = &mut scratch.fired;
+                state
+                    .wheel
+                    .advance_handing_out(now_tick, |key, waker| fired.push((key, take(waker))));
+                for (key, waker) in scratch.fired.drain(..) {
+                    sort_fired(
+                        &mut state,
+                        key,
+                        waker,
+                        &mut scratch.wakers,
+                        &mut scratch.runs,
+                        &mut scratch.keepalives,
+                    );
+                }
+            } else {
+                state.wheel.advance(now_tick);
+            }
             loop {
                 while scratch.wakers.len() < WAKE_BATCH {
                     let Some((key, waker)) = state.wheel.pop_ready() else {
                         break;
                     };
                     let waker = take(waker);
-                    if state.is_run(key) {
-                        // The driver takes a fired run entry out of the wheel itself; what
-                        // its waker runs decides, against a racing cancel, whether it runs.
-                        let tick = state.wheel.deadline_tick(key);
-                        drop(state.wheel.try_remove(key)); // the no-op waker left by `take`
-                        if let Some(keepalive) = state.run_removed(key) {
-                            scratch.keepalives.push(keepalive);
-                        }
-                        scratch.runs.push((tick, waker));
-                    } else {
-                        scratch.wakers.push(waker);
-                    }
+                    sort_fired(
+                        &mut state,
+                        key,
+                        waker,
+                        &mut scratch.wakers,
+                        &mut scratch.runs,
+                        &mut scratch.keepalives,
+                    );
                 }
                 if scratch.wakers.is_empty() {
                     break;
@@ -349,6 +371,13 @@ impl Core {
             }
         }
         scratch.keepalives.clear();
+        // A flush of many timers at once grew these; do not hold that memory for good.
+        for capacity in [scratch.wakers.capacity(), scratch.fired.capacity()] {
+            if capacity > SCRATCH_KEPT {
+                scratch.wakers.shrink_to(WAKE_BATCH);
+                scratch.fired.shrink_to(WAKE_BATCH);
+            }
+        }
         next
     }
 
@@ -661,6 +690,29 @@ impl Drop for Core {
 }
 
 /// Takes a stored waker, leaving the no-op one (waking that one does nothing).
+/// A due entry's taken waker, to be woken (`wakers`) or, for a run entry, run after the
+/// turn (`runs`): the driver takes a fired run entry out of the wheel itself; what its
+/// waker runs decides, against a racing cancel, whether it runs.
+fn sort_fired(
+    state: &mut ShardState,
+    key: usize,
+    waker: Waker,
+    wakers: &mut Vec<Waker>,
+    runs: &mut Vec<(u64, Waker)>,
+    keepalives: &mut Vec<Arc<Shard>>,
+) {
+    if state.is_run(key) {
+        let tick = state.wheel.deadline_tick(key);
+        drop(state.wheel.try_remove(key)); // the no-op waker left by `take`
+        if let Some(keepalive) = state.run_removed(key) {
+            keepalives.push(keepalive);
+        }
+        runs.push((tick, waker));
+    } else {
+        wakers.push(waker);
+    }
+}
+
 fn take(waker: &mut Waker) -> Waker {
     std::mem::replace(waker, Waker::noop().clone())
 }

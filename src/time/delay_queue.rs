@@ -84,8 +84,30 @@ struct Slot<T> {
     /// Nanoseconds on the timer's own timeline (see
     /// [`Clock::nanos`](crate::driver::clock::Clock::nanos)), so that a deadline stays
     /// right when the timer's clock is handed over from a runtime that shut down.
-    deadline: i128,
+    deadline: Nanos,
     generation: u64,
+}
+
+/// An `i128` stored as two 8-byte halves: aligned to 8, not 16, so a slot holding an
+/// `Instant` is 40 bytes instead of 48 and its wheel entry, with the slab's tag, 56
+/// instead of 80 (DQ2 drains a million of them: fewer cache lines, fewer page faults).
+#[derive(Clone, Copy)]
+struct Nanos {
+    high: i64,
+    low: u64,
+}
+
+impl Nanos {
+    fn new(nanos: i128) -> Nanos {
+        Nanos {
+            high: (nanos >> 64) as i64,
+            low: nanos as u64,
+        }
+    }
+
+    fn get(self) -> i128 {
+        (i128::from(self.high) << 64) | i128::from(self.low)
+    }
 }
 
 /// A queue of values, each with a deadline, that yields each value once its deadline has
@@ -165,7 +187,7 @@ impl<T> DelayQueue<T> {
         self.next_generation += 1;
         let slot = Slot {
             data: value,
-            deadline,
+            deadline: Nanos::new(deadline),
             generation,
         };
         let (index, placed) = self.wheel.insert(self.clock().nanos_tick(deadline), slot);
@@ -176,7 +198,7 @@ impl<T> DelayQueue<T> {
     /// An item handed out: its deadline as an `Instant` again.
     fn expired(&self, slot: Slot<T>, key: Key) -> Expired<T> {
         Expired {
-            deadline: self.clock().instant_at_nanos(slot.deadline),
+            deadline: self.clock().instant_at_nanos(slot.deadline.get()),
             data: slot.data,
             key,
         }
@@ -235,7 +257,7 @@ impl<T> DelayQueue<T> {
         };
         let tick = self.clock().nanos_tick(deadline);
         if let Some(slot) = self.wheel.get_mut(index) {
-            slot.deadline = deadline;
+            slot.deadline = Nanos::new(deadline);
         }
         let placed = self.wheel.reset(index, tick);
         self.rearm_if_earlier(placed);
@@ -249,7 +271,7 @@ impl<T> DelayQueue<T> {
     #[track_caller]
     pub fn deadline(&self, key: &Key) -> Instant {
         match self.index_of(key).and_then(|index| self.wheel.get(index)) {
-            Some(slot) => self.clock().instant_at_nanos(slot.deadline),
+            Some(slot) => self.clock().instant_at_nanos(slot.deadline.get()),
             None => panic!("{}", StaleKey(*key)),
         }
     }
@@ -428,5 +450,17 @@ impl fmt::Display for StaleKey {
             "invalid DelayQueue key {:?}: its item was removed or has expired (try_remove returns None instead of panicking)",
             self.0
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// DQ2 drains a million items: an `i128` field would align the slot to 16 and make it
+    /// 48 bytes (the wheel entry 80 with the slab's tag, instead of 56).
+    #[test]
+    fn a_slot_holding_an_instant_is_40_bytes() {
+        assert_eq!(std::mem::size_of::<Slot<Instant>>(), 40);
     }
 }

@@ -182,6 +182,7 @@ impl<T> Wheel<T> {
     /// # Panics
     ///
     /// If more than `2^31 - 1` entries are held at once.
+    #[inline]
     pub(crate) fn insert(&mut self, deadline_tick: u64, value: T) -> (usize, Placed) {
         let key = self.entries.vacant_key();
         assert!(
@@ -196,6 +197,7 @@ impl<T> Wheel<T> {
 
     /// Removes an entry wherever it is (bucket, ready list or fired) and returns its value.
     /// O(1). Returns `None` if `key` holds nothing.
+    #[inline]
     pub(crate) fn try_remove(&mut self, key: usize) -> Option<T> {
         if !self.entries.contains(key) {
             return None;
@@ -364,6 +366,20 @@ impl<T> Wheel<T> {
     /// to the ready list. Entries of flushed buckets that are not yet due move down to the
     /// level that holds them now. Time never goes back: an earlier `now_tick` does nothing.
     pub(crate) fn advance(&mut self, now_tick: u64) {
+        self.advance_inner(now_tick, None::<fn(usize, &mut T)>);
+    }
+
+    /// As [`advance`](Self::advance), but each entry found due is handed to `fired`, in
+    /// the order `advance` would have put it in the ready list, instead of going there: it
+    /// is then fired and unlinked, as [`pop_ready`](Self::pop_ready) leaves an entry. Each
+    /// is handed out while its line is still in cache from the flush; popping a long
+    /// ready list afterwards is a chain of cache misses, each waiting for the last (the
+    /// driver's turn in W2). Entries already in the ready list stay there.
+    pub(crate) fn advance_handing_out(&mut self, now_tick: u64, fired: impl FnMut(usize, &mut T)) {
+        self.advance_inner(now_tick, Some(fired));
+    }
+
+    fn advance_inner(&mut self, now_tick: u64, mut fired: Option<impl FnMut(usize, &mut T)>) {
         if now_tick <= self.elapsed_tick {
             return;
         }
@@ -394,6 +410,14 @@ impl<T> Wheel<T> {
                     break;
                 }
                 for &key in &batch[..taken] {
+                    if let Some(fired) = fired.as_mut() {
+                        let entry = &mut self.entries[key as usize];
+                        if entry.deadline_tick <= now_tick {
+                            self.counters.entries_fired += 1;
+                            fired(key as usize, &mut entry.value);
+                            continue;
+                        }
+                    }
                     if let Placed::Pending { .. } = self.place(key) {
                         self.counters.entries_demoted += 1;
                     }

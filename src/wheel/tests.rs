@@ -473,3 +473,47 @@ fn a_timer_entry_is_32_bytes_in_the_slab() {
     }
     assert_eq!(size_of::<SlabEntry<Entry<Waker>>>(), 32);
 }
+
+#[test]
+fn handing_out_on_advance_gives_what_the_ready_list_would_in_its_order() {
+    // Two wheels given the same inserts and cancels; one advanced as before and its ready
+    // list drained, the other handing out as it advances.
+    let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    for size in [2, 4, 64] {
+        let (mut listed, mut handing) = (Wheel::new(size), Wheel::new(size));
+        let mut now = 0;
+        for _ in 0..200 {
+            for _ in 0..(next() % 20) {
+                let deadline = now + next() % 10_000;
+                let (a, _) = listed.insert(deadline, deadline);
+                let (b, _) = handing.insert(deadline, deadline);
+                assert_eq!(a, b);
+                if next() % 4 == 0 {
+                    assert_eq!(listed.try_remove(a), handing.try_remove(b));
+                }
+            }
+            now += next() % 700;
+            listed.advance(now);
+            let expected: Vec<(usize, u64)> =
+                std::iter::from_fn(|| listed.pop_ready().map(|(key, d)| (key, *d))).collect();
+            let mut got = Vec::new();
+            handing.advance_handing_out(now, |key, deadline| got.push((key, *deadline)));
+            assert_eq!(got, expected, "handed out at {now}");
+            assert!(handing.ready_is_empty(), "handed out and also listed");
+            for &(key, deadline) in &got {
+                assert!(deadline <= now, "early");
+                assert!(handing.has_fired(key));
+                assert_eq!(handing.try_remove(key), listed.try_remove(key));
+            }
+            assert_eq!(handing.counters(), listed.counters());
+            listed.check_invariants();
+            handing.check_invariants();
+        }
+    }
+}
