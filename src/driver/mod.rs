@@ -689,7 +689,6 @@ impl Drop for Core {
     }
 }
 
-/// Takes a stored waker, leaving the no-op one (waking that one does nothing).
 /// A due entry's taken waker, to be woken (`wakers`) or, for a run entry, run after the
 /// turn (`runs`): the driver takes a fired run entry out of the wheel itself; what its
 /// waker runs decides, against a racing cancel, whether it runs.
@@ -713,6 +712,7 @@ fn sort_fired(
     }
 }
 
+/// Takes a stored waker, leaving the no-op one (waking that one does nothing).
 fn take(waker: &mut Waker) -> Waker {
     std::mem::replace(waker, Waker::noop().clone())
 }
