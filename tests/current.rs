@@ -263,9 +263,10 @@ fn a_runtime_blocked_on_inside_block_in_place_is_current_there() {
                 "and its own again after it"
             );
             drop((sleep, timeout));
-            other // dropped outside the runtime: a runtime may not be dropped in a task
+            other
         })
         .await
         .unwrap()
     });
+    drop(other); // here, outside any runtime: a runtime may not be dropped inside one
 }
