@@ -217,3 +217,56 @@ fn a_runtime_entered_by_its_handle_inside_a_task_is_current_there() {
         .unwrap();
     });
 }
+
+#[test]
+fn a_runtime_blocked_on_inside_block_in_place_is_current_there() {
+    // The same task, and so the same `tokio::task::try_id()`, on the same worker thread,
+    // before, inside and after the nested `block_on`: which runtime is current is
+    // tokio's context, not the task's or the thread's.
+    let other = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let other_default = other.block_on(async { Timer::current() });
+    let other = support::multi_thread().block_on(async move {
+        tokio::spawn(async move {
+            let own = Timer::current();
+            drop(tickless::sleep(MS)); // this thread has looked its runtime's default up
+            let task = tokio::task::try_id();
+            let (inside, inside_task, sleep, timeout) = tokio::task::block_in_place(|| {
+                other.block_on(async {
+                    let mut sleep = Box::pin(tickless::sleep(Duration::from_secs(60)));
+                    let mut timeout = Box::pin(tickless::timeout(
+                        Duration::from_secs(60),
+                        std::future::pending::<()>(),
+                    ));
+                    let waker = futures::task::noop_waker();
+                    let mut cx = std::task::Context::from_waker(&waker);
+                    assert!(sleep.as_mut().poll(&mut cx).is_pending());
+                    assert!(timeout.as_mut().poll(&mut cx).is_pending());
+                    (Timer::current(), tokio::task::try_id(), sleep, timeout)
+                })
+            });
+            assert_eq!(
+                inside_task, task,
+                "tokio keeps the task's id in the nested block_on"
+            );
+            assert!(inside.same_timer(&other_default));
+            assert!(!own.same_timer(&other_default));
+            assert_eq!(
+                other_default.stats().registered,
+                2,
+                "both on the runtime blocked on"
+            );
+            assert!(
+                Timer::current().same_timer(&own),
+                "and its own again after it"
+            );
+            drop((sleep, timeout));
+            other
+        })
+        .await
+        .unwrap()
+    });
+    drop(other); // here, outside any runtime: a runtime may not be dropped inside one
+}

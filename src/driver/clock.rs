@@ -52,6 +52,40 @@ pub(crate) fn deadline_after(now: Instant, duration: Duration) -> Instant {
         .unwrap_or(now)
 }
 
+/// The instant from which [`process_nanos`] counts: the first one asked for. Any fixed
+/// instant would do; this one is near the present, so nanoseconds from it fit `i64`.
+fn process_origin() -> Instant {
+    static ORIGIN: OnceLock<Instant> = OnceLock::new();
+    *ORIGIN.get_or_init(Instant::now)
+}
+
+/// `instant` as signed nanoseconds from the process's origin, saturated at about 292 years
+/// either way: a deadline on no timer yet (a lazy `Timeout`'s), which
+/// [`Clock::offset_of_process_nanos`] turns into any clock's offset without an `Instant`.
+pub(crate) fn process_nanos(instant: Instant) -> i64 {
+    saturate_i64(signed_nanos(instant, process_origin()))
+}
+
+/// The instant `nanos` nanoseconds from the process's origin, saturated where `Instant`
+/// ends.
+pub(crate) fn instant_at_process_nanos(nanos: i64) -> Instant {
+    let origin = process_origin();
+    let magnitude = Duration::from_nanos(nanos.unsigned_abs());
+    if nanos >= 0 {
+        deadline_after(origin, magnitude)
+    } else {
+        origin.checked_sub(magnitude).unwrap_or(origin)
+    }
+}
+
+/// Exact signed nanoseconds from `origin` to `instant`.
+fn signed_nanos(instant: Instant, origin: Instant) -> i128 {
+    match instant.checked_duration_since(origin) {
+        Some(since) => since.as_nanos() as i128,
+        None => -(origin.duration_since(instant).as_nanos() as i128),
+    }
+}
+
 /// Where a manual clock stops: one nanosecond short of `u64::MAX`, so that a deadline that
 /// saturated to the last tick (`u64::MAX` at a 1 ns tick) is never reached, and never fires
 /// early.
@@ -80,6 +114,8 @@ pub(crate) enum Source {
 #[derive(Debug)]
 pub(crate) struct Clock {
     origin: Instant,
+    /// `origin` as exact nanoseconds from the process's origin (see [`process_nanos`]).
+    origin_process_nanos: i128,
     tick_nanos: u64,
     /// A [`Source`]; changes only from `Tokio` to `Real` (see [`Clock::use_real_clock`]).
     source: AtomicU8,
@@ -125,6 +161,7 @@ impl Clock {
         debug_assert!(tick_nanos > 0, "zero tick");
         Clock {
             origin,
+            origin_process_nanos: signed_nanos(origin, process_origin()),
             tick_nanos: tick_nanos.max(1),
             source: AtomicU8::new(source as u8),
             manual_nanos: AtomicU64::new(0),
@@ -192,11 +229,7 @@ impl Clock {
     /// Signed nanoseconds from the origin to `instant`, shifted (see the module docs): the
     /// timer's own timeline, which stays continuous when the clock's source changes.
     pub(crate) fn nanos(&self, instant: Instant) -> i128 {
-        let since = match instant.checked_duration_since(self.origin) {
-            Some(since) => since.as_nanos() as i128,
-            None => -(self.origin.duration_since(instant).as_nanos() as i128),
-        };
-        since + i128::from(self.shift())
+        signed_nanos(instant, self.origin) + i128::from(self.shift())
     }
 
     /// The shift, once the source is the real clock; zero before. The source is stored
@@ -319,6 +352,12 @@ impl Clock {
     /// years either way: how a `Sleep` keeps its deadline in 8 bytes instead of 16.
     pub(crate) fn offset(&self, instant: Instant) -> i64 {
         saturate_i64(self.nanos(instant))
+    }
+
+    /// The [`offset`](Self::offset) of the instant `nanos` nanoseconds from the process's
+    /// origin (see [`process_nanos`]): the same number, by integer arithmetic alone.
+    pub(crate) fn offset_of_process_nanos(&self, nanos: i64) -> i64 {
+        saturate_i64(i128::from(nanos) - self.origin_process_nanos + i128::from(self.shift()))
     }
 
     /// The current time as an [`offset`](Self::offset).
@@ -516,6 +555,43 @@ mod tests {
         unread.saw(5_000);
         unread.use_real_clock(None);
         assert!(unread.now_tick() >= 5_000);
+    }
+
+    #[test]
+    fn offsets_from_process_nanos_are_the_offsets_of_the_instants() {
+        let start = Instant::now();
+        let instants = || {
+            [0, 1, 999_999, 1_000_000, 3_600_000_000_123]
+                .into_iter()
+                .flat_map(|nanos| {
+                    let d = Duration::from_nanos(nanos);
+                    [Some(start + d), start.checked_sub(d)]
+                })
+                .flatten()
+        };
+        let later_origin = Clock::with_origin(
+            start + Duration::from_millis(7),
+            Duration::from_millis(1),
+            Source::Tokio,
+        );
+        // A clock whose runtime's paused clock stood an hour ahead when it went: shifted.
+        let shifted = Clock::new(Duration::from_millis(1), Source::Tokio);
+        shifted.use_real_clock(Some(real_now() + Duration::from_secs(3600)));
+        let manual = Clock::new(Duration::from_nanos(1), Source::Manual);
+        for clock in [&later_origin, &shifted, &manual] {
+            for instant in instants() {
+                assert_eq!(
+                    clock.offset_of_process_nanos(process_nanos(instant)),
+                    clock.offset(instant),
+                    "{instant:?} on {clock:?}"
+                );
+            }
+            let far = clock.offset_of_process_nanos(i64::MAX);
+            assert!(far > i64::MAX / 2, "a saturated deadline stays far: {far}");
+        }
+        for instant in instants() {
+            assert_eq!(instant_at_process_nanos(process_nanos(instant)), instant);
+        }
     }
 
     #[test]

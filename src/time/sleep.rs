@@ -62,12 +62,14 @@ impl Sleep {
         }
     }
 
-    /// A sleep until `deadline`, which was ahead of the clock when the caller read it: the
-    /// first poll needs no clock read (see `FRESH`).
-    pub(crate) fn ahead(shard: Arc<Shard>, deadline: Instant) -> Sleep {
+    /// A sleep until `offset` on `shard`'s clock (see
+    /// [`Clock::offset`](crate::driver::clock::Clock::offset)). `ahead`: the deadline was
+    /// ahead of the clock when the caller read it, so the first poll needs no clock read
+    /// (see `FRESH`); otherwise the first poll compares, as for [`new`](Self::new).
+    pub(crate) fn at_offset(shard: Arc<Shard>, offset: i64, ahead: bool) -> Sleep {
         Sleep {
-            deadline: shard.core.clock.offset(deadline),
-            registration: Registration::new(shard, FRESH),
+            deadline: offset,
+            registration: Registration::new(shard, if ahead { FRESH } else { IDLE }),
         }
     }
 

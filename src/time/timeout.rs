@@ -11,11 +11,11 @@
 
 use super::error::Elapsed;
 use super::sleep::Sleep;
+use crate::driver::clock::{instant_at_process_nanos, process_nanos};
 use pin_project_lite::pin_project;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::OnceLock;
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -38,7 +38,9 @@ pin_project! {
 /// deadline fits beside the niche of the `Sleep`'s shard pointer, which an `Instant` and
 /// a flag (24 bytes with padding) would not.
 pub(crate) enum Delay {
-    /// Not on a timer yet: the deadline, in nanoseconds from [`origin`]. `ahead`: made by
+    /// Not on a timer yet: the deadline, in nanoseconds from the process's origin (see
+    /// [`process_nanos`]), so that binding it to a timer at the first wait is integer
+    /// arithmetic, not a round trip through `Instant`. `ahead`: made by
     /// `timeout(d)` with `d > 0`, so the deadline was ahead of the clock at the call and
     /// the first wait lets the wheel judge, as [`Sleep::after`] does; otherwise (made by
     /// `timeout_at` or `timeout(Duration::ZERO)`) the first wait compares it with the
@@ -48,35 +50,22 @@ pub(crate) enum Delay {
     Bound(Sleep),
 }
 
-/// The instant unbound deadlines count from: the first one's.
-fn origin() -> Instant {
-    static ORIGIN: OnceLock<Instant> = OnceLock::new();
-    *ORIGIN.get_or_init(Instant::now)
-}
-
 impl Delay {
-    /// A deadline on no timer yet; see [`Delay::Unbound`].
-    pub(crate) fn unbound(deadline: Instant, ahead: bool) -> Delay {
-        let origin = origin();
-        let nanos = match deadline.checked_duration_since(origin) {
-            Some(after) => i64::try_from(after.as_nanos()).unwrap_or(i64::MAX),
-            None => i64::try_from(origin.duration_since(deadline).as_nanos())
-                .map_or(i64::MIN, |before| -before),
-        };
+    /// A deadline `duration` after `now`, on no timer yet, made by `timeout(duration)`;
+    /// see [`Delay::Unbound`].
+    pub(crate) fn after(now: Instant, duration: Duration) -> Delay {
+        let nanos = i64::try_from(duration.as_nanos()).unwrap_or(i64::MAX);
         Delay::Unbound {
-            deadline: nanos,
-            ahead,
+            deadline: process_nanos(now).saturating_add(nanos),
+            ahead: !duration.is_zero(),
         }
     }
 
-    /// The instant of an unbound deadline, saturated where `Instant` ends.
-    fn instant(nanos: i64) -> Instant {
-        let origin = origin();
-        let magnitude = Duration::from_nanos(nanos.unsigned_abs());
-        if nanos >= 0 {
-            crate::driver::clock::deadline_after(origin, magnitude)
-        } else {
-            origin.checked_sub(magnitude).unwrap_or(origin)
+    /// A deadline on no timer yet, made by `timeout_at(deadline)`; see [`Delay::Unbound`].
+    pub(crate) fn until(deadline: Instant) -> Delay {
+        Delay::Unbound {
+            deadline: process_nanos(deadline),
+            ahead: false,
         }
     }
 }
@@ -120,14 +109,11 @@ impl Delay {
     fn poll(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         let (deadline, ahead) = match self {
             Delay::Bound(sleep) => return Pin::new(sleep).poll(cx),
-            Delay::Unbound { deadline, ahead } => (Delay::instant(*deadline), *ahead),
+            Delay::Unbound { deadline, ahead } => (*deadline, *ahead),
         };
         let shard = crate::timer::current::current_shard();
-        let mut sleep = if ahead {
-            Sleep::ahead(shard, deadline)
-        } else {
-            Sleep::new(shard, deadline)
-        };
+        let offset = shard.core.clock.offset_of_process_nanos(deadline);
+        let mut sleep = Sleep::at_offset(shard, offset, ahead);
         // A `Sleep` is `Unpin` (its entry is a slab key): it may move in after the poll.
         let poll = Pin::new(&mut sleep).poll(cx);
         *self = Delay::Bound(sleep);
@@ -141,7 +127,7 @@ impl<F: fmt::Debug> fmt::Debug for Timeout<F> {
         debug.field("value", &self.value);
         match &self.delay {
             Delay::Unbound { deadline, .. } => debug
-                .field("deadline", &Delay::instant(*deadline))
+                .field("deadline", &instant_at_process_nanos(*deadline))
                 .field("registered", &false),
             Delay::Bound(sleep) => debug.field("delay", sleep),
         };

@@ -12,6 +12,17 @@
 //! reference count, which every worker shares. An entry whose runtime has shut down is
 //! never handed out again, and is dropped from the list (with its wheels, and its
 //! fallback driver thread once idle) the next time any thread searches it.
+//!
+//! Each lookup asks tokio which runtime is current (`Handle::try_current`, which clones the
+//! handle: two atomic operations on a count that every worker of the runtime shares); the
+//! rest is one thread-local. Nothing cheaper tells a change. tokio keeps the current
+//! handle in its own thread-local, set by `Handle::enter`, `Runtime::block_on` and its
+//! worker and blocking threads, and publishes it only by that clone. Inside one poll of
+//! one task, on one thread and with one task id, the task may enter another runtime's
+//! handle, or block on another runtime inside `block_in_place`, and nothing tickless can
+//! read (the task id, the worker index, the waker, its own state) changes: `tests/current.rs`
+//! holds both cases. A cache that skipped the question would register there on the
+//! wrong runtime's timer.
 
 use super::{Builder, Inner, Timer};
 use crate::driver::runtime::time_enabled;
@@ -22,11 +33,24 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use tokio::runtime::{Handle, Id};
 use tokio::time::Instant;
 
-thread_local! {
-    static ENTERED: RefCell<Option<Timer>> = const { RefCell::new(None) };
+/// This thread's view of which timer is current. One thread-local, not two: the free
+/// functions' hot path reads both fields, and each thread-local with a destructor costs a
+/// state check of its own on every access.
+struct Local {
+    /// The timer most recently entered on this thread ([`Timer::enter`]).
+    entered: RefCell<Option<Timer>>,
     /// The default of the runtime this thread last asked about, and this thread's shard
     /// of it.
-    static LAST_RUNTIME: RefCell<Option<Cached>> = const { RefCell::new(None) };
+    last_runtime: RefCell<Option<Cached>>,
+}
+
+thread_local! {
+    static LOCAL: Local = const {
+        Local {
+            entered: RefCell::new(None),
+            last_runtime: RefCell::new(None),
+        }
+    };
 }
 
 struct Cached {
@@ -48,7 +72,7 @@ pub struct EnterGuard {
 }
 
 pub(super) fn enter(timer: Timer) -> EnterGuard {
-    let previous = ENTERED.with(|entered| entered.borrow_mut().replace(timer));
+    let previous = LOCAL.with(|local| local.entered.borrow_mut().replace(timer));
     EnterGuard {
         previous,
         _not_send: PhantomData,
@@ -60,21 +84,26 @@ impl Drop for EnterGuard {
         let previous = self.previous.take();
         // Swap rather than assign, so the timer dropped here is dropped outside the borrow.
         let _entered =
-            ENTERED.with(|entered| std::mem::replace(&mut *entered.borrow_mut(), previous));
+            LOCAL.with(|local| std::mem::replace(&mut *local.entered.borrow_mut(), previous));
     }
 }
 
 pub(super) fn current() -> Timer {
-    if let Some(timer) = ENTERED.with(|entered| entered.borrow().clone()) {
-        return timer;
-    }
-    let Ok(handle) = Handle::try_current() else {
-        return process_default();
-    };
-    let cached = cached(handle.id(), |cached| cached.timer.upgrade());
-    match cached {
-        Some(inner) if !inner.core.is_stopped() => Timer { inner },
-        _ => remember(&handle).0,
+    let found = LOCAL.with(|local| {
+        if let Some(timer) = &*local.entered.borrow() {
+            return Ok(timer.clone());
+        }
+        let handle = Handle::try_current().map_err(|_| None)?;
+        match cached(local, handle.id(), |cached| cached.timer.upgrade()) {
+            Some(inner) if !inner.core.is_stopped() => Ok(Timer { inner }),
+            _ => Err(Some(handle)),
+        }
+    });
+    // Built or searched for outside the thread-local's borrows.
+    match found {
+        Ok(timer) => timer,
+        Err(Some(handle)) => remember(&handle).0,
+        Err(None) => process_default(),
     }
 }
 
@@ -88,17 +117,23 @@ struct Found {
 /// This thread's shard of the current timer: what the free functions register on. The
 /// same timer as [`current`], found without touching its handle's reference count.
 pub(crate) fn current_shard() -> Arc<Shard> {
-    if let Some(shard) =
-        ENTERED.with(|entered| entered.borrow().as_ref().map(|t| t.shard().clone()))
-    {
-        return shard;
-    }
-    let Ok(handle) = Handle::try_current() else {
-        return process_default().shard().clone();
-    };
-    match cached(handle.id(), |cached| cached.shard.upgrade()) {
-        Some(shard) if !shard.core.is_stopped() => shard,
-        _ => remember(&handle).1,
+    let found = LOCAL.with(|local| {
+        if let Some(timer) = &*local.entered.borrow() {
+            return Ok(timer.shard().clone());
+        }
+        // The one lookup that is not a thread-local read: which runtime's handle is
+        // entered here can change between any two calls (`Handle::enter` inside a task),
+        // and tokio tells it only by cloning the handle (see the module docs).
+        let handle = Handle::try_current().map_err(|_| None)?;
+        match cached(local, handle.id(), |cached| cached.shard.upgrade()) {
+            Some(shard) if !shard.core.is_stopped() => Ok(shard),
+            _ => Err(Some(handle)),
+        }
+    });
+    match found {
+        Ok(shard) => shard,
+        Err(Some(handle)) => remember(&handle).1,
+        Err(None) => process_default().shard().clone(),
     }
 }
 
@@ -108,16 +143,16 @@ pub(crate) fn current_shard() -> Arc<Shard> {
 /// default (the real clock, outside a runtime or in one without time). One thread-local
 /// read and one clock read: no lookup of the runtime's default.
 pub(crate) fn current_now() -> Instant {
-    ENTERED
-        .with(|entered| entered.borrow().as_ref().map(Timer::now))
+    LOCAL
+        .with(|local| local.entered.borrow().as_ref().map(Timer::now))
         .unwrap_or_else(Instant::now)
 }
 
-fn cached<T>(runtime: Id, get: impl FnOnce(&Cached) -> Option<T>) -> Option<T> {
-    LAST_RUNTIME.with(|last| match &*last.borrow() {
+fn cached<T>(local: &Local, runtime: Id, get: impl FnOnce(&Cached) -> Option<T>) -> Option<T> {
+    match &*local.last_runtime.borrow() {
         Some(cached) if cached.runtime == runtime => get(cached),
         _ => None,
-    })
+    }
 }
 
 /// Finds (or makes) the runtime's default, and caches it for this thread.
@@ -134,7 +169,7 @@ fn remember(handle: &Handle) -> (Timer, Arc<Shard>) {
     };
     // Replaced outside the borrow: the old entry holds only weak references, but keep the
     // habit of dropping timer state unborrowed.
-    let old = LAST_RUNTIME.with(|last| last.borrow_mut().replace(cached));
+    let old = LOCAL.with(|local| local.last_runtime.borrow_mut().replace(cached));
     drop(old);
     (timer, shard)
 }

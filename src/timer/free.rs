@@ -4,7 +4,6 @@
 //! current: these find it (this thread's shard of it, for the hot path) and hand it down.
 
 use super::current::{current_now, current_shard};
-use crate::driver::clock::deadline_after;
 use crate::time::delay_queue::DelayQueue;
 use crate::time::{Delay, Interval, Sleep, Timeout};
 use crate::Timer;
@@ -94,9 +93,7 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
 /// ```
 pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoFuture> {
     // The one clock read tokio makes too; the timer is found at the first wait, if any.
-    let now = current_now();
-    let delay = Delay::unbound(deadline_after(now, duration), !duration.is_zero());
-    Timeout::new(future.into_future(), delay)
+    Timeout::new(future.into_future(), Delay::after(current_now(), duration))
 }
 
 /// Requires `future` to complete before `deadline`, on the [current timer](Timer::current).
@@ -104,7 +101,7 @@ pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoF
 /// Same meaning as `tokio::time::timeout_at`; see [`timeout`]. Nothing is read or
 /// registered until the future first returns `Pending`.
 pub fn timeout_at<F: IntoFuture>(deadline: Instant, future: F) -> Timeout<F::IntoFuture> {
-    Timeout::new(future.into_future(), Delay::unbound(deadline, false))
+    Timeout::new(future.into_future(), Delay::until(deadline))
 }
 
 /// An [`Interval`] whose first tick completes at once, then every `period`, on the
