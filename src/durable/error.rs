@@ -145,6 +145,18 @@ impl Error {
         Error::new(Kind::Redis, format!("redis error on {key} ({what}): {err}"))
     }
 
+    /// [`redis`](Error::redis) for an error of `script`, with Redis's `user_script:<line>`
+    /// named after the file the line is in (`tick.lua:40`, `lib.lua:12`).
+    pub(crate) fn script(
+        key: &str,
+        script: &super::scripts::Script,
+        err: redis::RedisError,
+    ) -> Error {
+        let mut error = Error::redis(key, script.name, err);
+        error.message = script.relabel(&error.message);
+        error
+    }
+
     /// The URL could not be parsed, or names a scheme other than `redis://`, `rediss://`
     /// (TLS) or `redis+unix://`; or a cluster's seeds were none or disagree.
     pub fn is_invalid_url(&self) -> bool {

@@ -47,7 +47,7 @@ pub struct LeaderOptions {
 impl Default for LeaderOptions {
     fn default() -> LeaderOptions {
         LeaderOptions {
-            busy_lease: Duration::from_millis(750),
+            busy_lease: Duration::from_millis(super::contract::DEFAULT_BUSY_LEASE_MS),
             idle_lease: Duration::from_secs(60),
             batch: 1000,
             name: None,

@@ -158,6 +158,7 @@
 //! ([`Queue::set_manual_clock`]): a field of `meta` that every script reads instead.
 
 mod connection;
+mod contract;
 #[cfg(feature = "dashboard")]
 pub mod dashboard;
 mod error;

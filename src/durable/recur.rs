@@ -2,8 +2,9 @@
 //! [`Queue::schedules`], and the leader's refill of cron occurrences (see the module
 //! docs, "Recurring jobs", for the design).
 
+use super::contract::{system_time, Key, MAX_DUE_MS};
 use super::error::Error;
-use super::queue::{check_id, system_time, Queue, MAX_DUE_MS, MAX_ID_BYTES, MAX_PAYLOAD_BYTES};
+use super::queue::{check_id, Queue, MAX_ID_BYTES, MAX_PAYLOAD_BYTES};
 use super::scripts::scripts;
 use chrono::TimeZone as _;
 use std::collections::HashMap;
@@ -251,7 +252,7 @@ impl Queue {
     ) -> Result<bool, Error> {
         let payload = payload.as_ref();
         check_schedule(id, payload)?;
-        let ms = super::queue::ms_ceil(period);
+        let ms = super::contract::ms_ceil(period);
         if ms == 0 || ms >= MAX_DUE_MS / 2 {
             return Err(Error::invalid_schedule(
                 id,
@@ -306,7 +307,7 @@ impl Queue {
         let payload = payload.as_ref();
         check_schedule(id, payload)?;
         let spec = CronSpec::parse(id, expression, zone)?;
-        let now = super::queue::unix_ms_ceil(self.now().await?);
+        let now = super::contract::unix_ms_ceil(self.now().await?);
         let times = spec.after(now, FILL);
         if times.is_empty() {
             return Err(Error::invalid_schedule(
@@ -363,7 +364,7 @@ impl Queue {
     ///
     /// [`Error::is_redis`]; [`Error::is_garbage`] naming a record that is not one.
     pub async fn schedules(&self) -> Result<Vec<ScheduleInfo>, Error> {
-        let (recur, rnext) = (self.key("recur"), self.key("rnext"));
+        let (recur, rnext) = (self.key(Key::Recur), self.key(Key::Rnext));
         type Both = (Vec<(String, Vec<u8>)>, HashMap<String, String>);
         let (records, nexts): Both = redis::pipe()
             .hgetall(&recur)
@@ -411,7 +412,11 @@ impl Queue {
 /// queue's clock at the tick that asked. Returns whether any schedule gained times (the
 /// leader then ticks again: some may be due).
 pub(crate) async fn refill(queue: &Queue, token: u64, now: u64) -> Result<bool, Error> {
-    let (recur, rnext, rlow) = (queue.key("recur"), queue.key("rnext"), queue.key("rlow"));
+    let (recur, rnext, rlow) = (
+        queue.key(Key::Recur),
+        queue.key(Key::Rnext),
+        queue.key(Key::Rlow),
+    );
     let ids: Vec<String> = redis::cmd("SRANDMEMBER")
         .arg(&rlow)
         .arg(64)
