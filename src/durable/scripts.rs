@@ -169,6 +169,9 @@ scripts!(
     recur_set: true, script_keys::RECUR;
     recur_fill: true, script_keys::RECUR;
     recur_del: true, script_keys::RECUR;
+    // A page of the repair pass judges the state it finds: run twice, the second finds
+    // nothing to fix.
+    repair: true, script_keys::ALL;
 );
 
 /// The scripts, built on first use.

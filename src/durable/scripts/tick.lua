@@ -132,6 +132,12 @@ if #bad > 0 or #notes > 0 then
   expect(ERRORS, 'hash')
 end
 check_batch(b)
+-- `rlow` is read by the leader when this call flags it (recur.rs's refill): a wrong type
+-- stops this call, before it writes, rather than the refill after it.
+local low_wanted = #rplan.low > 0 or redis.call('TYPE', RLOW)['ok'] ~= 'none'
+if low_wanted then
+  expect(RLOW, 'set')
+end
 -- Every check passed: the writes.
 for _, taken in ipairs(popped) do
   redis.call('SREM', taken[1], unpack(taken[2]))
@@ -176,7 +182,7 @@ if nxt < 0 then
 elseif armed < nxt then
   redis.call('HSET', META, 'armed', int(nxt + 50))
 end
-if redis.call('EXISTS', RLOW) == 1 then
+if low_wanted then
   more = more + 2
 end
 local out = { now, nxt, more }
