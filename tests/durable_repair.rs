@@ -121,7 +121,10 @@ async fn every_key_corrupted_in_turn_stops_only_its_users_and_repair_loses_no_jo
             .every("tick", Duration::from_secs(1), b"")
             .await
             .unwrap();
-        queue.cron("nightly", "0 2 * * *", "UTC", b"").await.unwrap();
+        queue
+            .cron("nightly", "0 2 * * *", "UTC", b"")
+            .await
+            .unwrap();
         assert_eq!(
             queue.job("doomed").await.unwrap().unwrap().state,
             JobState::Dead
@@ -200,7 +203,10 @@ async fn every_key_corrupted_in_turn_stops_only_its_users_and_repair_loses_no_jo
                 assert!(err.is_garbage(), "{corrupt}, {call}: {err}");
                 assert!(err.to_string().contains(&bad), "{corrupt}, {call}: {err}");
                 let after = snapshot(&mut admin, &name).await;
-                assert!(before == after, "{corrupt}, {call}: failed and changed the queue");
+                assert!(
+                    before == after,
+                    "{corrupt}, {call}: failed and changed the queue"
+                );
                 if !failed.contains(role) {
                     failed.push(role);
                 }
@@ -244,7 +250,11 @@ async fn every_key_corrupted_in_turn_stops_only_its_users_and_repair_loses_no_jo
         expected.extend(scheduled.iter().filter(|(_, ms)| *ms <= now).copied());
         let mut delivered: BTreeMap<String, u32> = BTreeMap::new();
         let mut check = |job: &Job, delivered: &mut BTreeMap<String, u32>| {
-            assert!(job.claimed_at() >= job.due(), "{corrupt}: {} early", job.id());
+            assert!(
+                job.claimed_at() >= job.due(),
+                "{corrupt}: {} early",
+                job.id()
+            );
             if let Some(&ms) = expected.get(job.id()) {
                 assert_eq!(job.due(), at(ms), "{corrupt}: {}'s due time", job.id());
             }
@@ -304,4 +314,94 @@ async fn every_key_corrupted_in_turn_stops_only_its_users_and_repair_loses_no_jo
         assert_eq!(queue.repair().await.unwrap().placed, 0, "{corrupt}");
         handle.stop().await.unwrap();
     }
+}
+
+/// README's ACL line: the arguments of `ACL SETUSER` after the user's name.
+fn readme_acl() -> Vec<String> {
+    let readme = include_str!("../README.md");
+    let line = readme
+        .lines()
+        .find(|l| l.starts_with("ACL SETUSER app "))
+        .expect("README.md's ACL line");
+    line.split_whitespace()
+        .skip(3)
+        .map(str::to_string)
+        .collect()
+}
+
+/// Every role (scheduler, leader, worker, repair, inspect) as exactly README's minimal
+/// ACL user: a command one of them sends that the list lacks fails the test (NOPERM).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_role_runs_as_exactly_the_readmes_acl_user() {
+    let server = RedisServer::start();
+    let mut admin = admin(&server).await;
+    let acl = readme_acl();
+    assert!(acl.contains(&"-@all".to_string()), "{acl:?}");
+    let mut setuser = redis::cmd("ACL");
+    setuser.arg("SETUSER").arg("app").arg(&acl);
+    let _: () = setuser.query_async(&mut admin).await.unwrap();
+    // README's password is `secret`.
+    let url = format!("redis://app:secret@127.0.0.1:{}/", server.port());
+    let name = queue_name("acl-roles");
+    let queue = Queue::connect(&url, &name).await.unwrap();
+    // Scheduler.
+    assert!(queue.schedule("a", b"1", Duration::ZERO).await.unwrap());
+    assert!(queue
+        .schedule("b", b"2", Duration::from_millis(50))
+        .await
+        .unwrap());
+    assert!(queue
+        .schedule("c", b"3", Duration::from_secs(3_600))
+        .await
+        .unwrap());
+    assert!(queue
+        .reschedule("c", Duration::from_secs(7_200))
+        .await
+        .unwrap());
+    assert!(queue.cancel("c").await.unwrap());
+    let batch = [
+        ("d", b"4", Duration::ZERO.into()),
+        ("e", b"5", Duration::ZERO.into()),
+    ];
+    assert_eq!(queue.schedule_batch(batch).await.unwrap(), [true, true]);
+    queue
+        .every("beat", Duration::from_secs(3_600), b"")
+        .await
+        .unwrap();
+    queue
+        .cron("nightly", "0 2 * * *", "UTC", b"")
+        .await
+        .unwrap();
+    // Leader (with its takeover repair) and workers, running.
+    let leader = queue.leader(LeaderOptions::default()).spawn();
+    let mut worker = queue.worker(WorkerOptions::default());
+    let mut seen = BTreeSet::new();
+    let give_up = Instant::now() + Duration::from_secs(10);
+    while seen.len() < 4 {
+        assert!(Instant::now() < give_up, "only {seen:?}");
+        let jobs = tokio::time::timeout(Duration::from_secs(1), worker.claim(10)).await;
+        for job in jobs.map(Result::unwrap).unwrap_or_default() {
+            assert_eq!(worker.extend([job.id()]).await.unwrap(), 1);
+            if job.id() == "a" && job.attempt() == 1 {
+                worker.fail(&job, "once").await.unwrap();
+            } else {
+                seen.insert(job.id().to_string());
+                assert!(worker.ack(&job).await.unwrap());
+            }
+        }
+    }
+    assert_eq!(leader.stats().errors, 0, "{:?}", leader.last_error());
+    // Repair and inspect.
+    queue.repair().await.unwrap();
+    queue.stats().await.unwrap();
+    queue.job("a").await.unwrap();
+    queue.dead(10).await.unwrap();
+    queue.due_buckets().await.unwrap();
+    queue.ready_ids(10).await.unwrap();
+    queue.in_flight_ids(10).await.unwrap();
+    queue.counters().await.unwrap();
+    queue.schedules().await.unwrap();
+    assert!(queue.unschedule("beat").await.unwrap());
+    assert!(!queue.retry_dead("a").await.unwrap());
+    leader.stop().await.unwrap();
 }

@@ -181,8 +181,55 @@ pub(crate) fn scripts() -> &'static Scripts {
 }
 
 #[cfg(test)]
+#[path = "../../tests/support/redis_server.rs"]
+mod redis_server;
+
+#[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The 1-based line of `file` that holds `needle`.
+    fn line_of(file: &str, needle: &str) -> usize {
+        1 + file.lines().position(|l| l.contains(needle)).unwrap()
+    }
+
+    /// Runs `script` on a real Redis with `args`, for the error our `Error` shows.
+    async fn error_of(script: &Script, args: &[&str]) -> String {
+        let server = redis_server::RedisServer::start();
+        let mut conn = redis::Client::open(server.url())
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        let mut call = script.script.prepare_invoke();
+        for key in script.keys {
+            call.key(format!("tickless:{{lines}}:{}", key.suffix()));
+        }
+        for arg in args {
+            call.arg(*arg);
+        }
+        let err = call
+            .invoke_async::<redis::Value>(&mut conn)
+            .await
+            .unwrap_err();
+        super::super::Error::script("meta", script, err).to_string()
+    }
+
+    #[tokio::test]
+    async fn redis_reports_a_scripts_own_line_and_lib_lua_by_its_name() {
+        let schedule = &scripts().schedule;
+        // Two jobs announced, one sent: schedule.lua raises it itself.
+        let err = error_of(schedule, &["2", "a", "a1", "1", ""]).await;
+        let own = include_str!("scripts/schedule.lua");
+        let line = line_of(own, "'ERR bad arguments: '");
+        assert!(err.contains(&format!("schedule.lua:{line}")), "{err}");
+        // Not a number: lib.lua's arg_int raises it.
+        let err = error_of(schedule, &["x"]).await;
+        let lib = include_str!("scripts/lib.lua");
+        let line = line_of(lib, "'ERR bad argument ' .. i");
+        assert!(err.contains(&format!("lib.lua:{line}")), "{err}");
+        assert!(!err.contains("user_script"), "{err}");
+    }
 
     #[test]
     fn lines_are_named_after_the_file_that_holds_them() {
