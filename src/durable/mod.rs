@@ -80,6 +80,40 @@
 //! | `rlow` | set | ids of cron schedules with fewer than 8 known occurrences, for the leader to refill |
 //! | `wake` | channel | earlier wakes and shortened leases, for the leader and candidates |
 //!
+//! # The scripts
+//!
+//! Every change that touches more than one key is one Lua script (`src/durable/scripts/`).
+//! What the Rust side and the scripts must agree on has one source, `contract.rs`: the
+//! key suffixes above, the member and bucket formats, the wheel's constants, and which
+//! keys each script declares. Every script gets every key it touches in `KEYS` (as Redis
+//! Cluster, proxies and ACL key patterns require), except bucket keys: which bucket a
+//! tick drains is known only once it has read `due`, so scripts build bucket keys from
+//! the prefix of `meta`. On a cluster whose slot is being migrated, a script whose
+//! declared keys moved is answered `ASK`/`TRYAGAIN`, which the `redis` crate follows; one
+//! that meets a bucket already moved fails, and the leader's backoff (or the caller,
+//! for a schedule: it is idempotent on the id) tries again until the slot has moved.
+//! Tunables (leases, batch sizes, backoffs) are script arguments; the leader's busy lease
+//! also sits in `meta`'s `busy` for the scripts that shorten its lease.
+//!
+//! **A script changes nothing or finishes.** Redis does not undo a script's writes when
+//! a later command of it fails, so every script checks every argument and the type of
+//! every key it will write (a wrong one is an [`Error::is_garbage`] naming the key)
+//! before its first write. A leader that meets such a key counts the error, backs off and
+//! goes on ([`LeaderStats::errors`]); an error in a script names its line as
+//! `<script>.lua:<line>` or `lib.lua:<line>`.
+//!
+//! # Repair
+//!
+//! [`Queue::repair`] (and `tickless-durable repair <url> <queue>`, and every new leader
+//! when it takes over, fenced by its token) finds jobs whose record names a place that
+//! does not hold them (a bucket that lost them or has no `due` member, a staged or ready
+//! job in neither place nor in flight, a dead job not in `dead`, a schedule with no `r`
+//! member) and puts them back, and removes entries that name no job. It reads the keys
+//! a page at a time and judges each page in one atomic script, so it is safe while
+//! leaders and workers run; jobs in flight are never touched, so it delivers nothing
+//! twice. After an operator's mistake (a key overwritten or deleted), fix or delete the
+//! key and run it: no job whose record survived is lost.
+//!
 //! # The wheel
 //!
 //! Level k has buckets 1,024 × 64^k ms wide (1 s, 65 s, 70 min, 75 h, 199 days, 35
