@@ -266,7 +266,7 @@ async fn every_key_corrupted_in_turn_stops_only_its_users_and_repair_loses_no_jo
             .collect();
         expected.extend(scheduled.iter().filter(|(_, ms)| *ms <= now).copied());
         let mut delivered: BTreeMap<String, u32> = BTreeMap::new();
-        let mut check = |job: &Job, delivered: &mut BTreeMap<String, u32>| {
+        let check = |job: &Job, delivered: &mut BTreeMap<String, u32>| {
             assert!(
                 job.claimed_at() >= job.due(),
                 "{corrupt}: {} early",

@@ -132,12 +132,12 @@ impl Queue {
             return Ok(Vec::new()); // LRANGE 0 -1 would be everything
         }
         redis::cmd("LRANGE")
-            .arg(&ready)
+            .arg(ready)
             .arg(0)
             .arg(limit as isize - 1)
             .query_async(&mut self.conn())
             .await
-            .map_err(|err| Error::redis(&ready, "LRANGE", err))
+            .map_err(|err| Error::redis(ready, "LRANGE", err))
     }
 
     /// The `limit` jobs in flight whose leases end first, with their lease ends.
@@ -151,13 +151,13 @@ impl Queue {
             return Ok(Vec::new());
         }
         let ids: Vec<(String, f64)> = redis::cmd("ZRANGE")
-            .arg(&flight)
+            .arg(flight)
             .arg(0)
             .arg(limit as isize - 1)
             .arg("WITHSCORES")
             .query_async(&mut self.conn())
             .await
-            .map_err(|err| Error::redis(&flight, "ZRANGE", err))?;
+            .map_err(|err| Error::redis(flight, "ZRANGE", err))?;
         Ok(ids
             .into_iter()
             .map(|(id, ends)| (id, system_time(ends.max(0.0) as u64)))

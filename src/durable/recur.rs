@@ -367,14 +367,14 @@ impl Queue {
         let (recur, rnext) = (self.key(Key::Recur), self.key(Key::Rnext));
         type Both = (Vec<(String, Vec<u8>)>, HashMap<String, String>);
         let (records, nexts): Both = redis::pipe()
-            .hgetall(&recur)
-            .hgetall(&rnext)
+            .hgetall(recur)
+            .hgetall(rnext)
             .query_async(&mut self.conn())
             .await
-            .map_err(|err| Error::redis(&recur, "read the recurring schedules", err))?;
+            .map_err(|err| Error::redis(recur, "read the recurring schedules", err))?;
         let mut out = Vec::with_capacity(records.len());
         for (id, rec) in records {
-            let bad = || Error::garbage(&recur, format!("field {id:?} is not a schedule"));
+            let bad = || Error::garbage(recur, format!("field {id:?} is not a schedule"));
             let r = Record::parse(&rec).ok_or_else(bad)?;
             let recurrence = match r.kind {
                 "e" => {
@@ -390,7 +390,7 @@ impl Queue {
                 _ => return Err(bad()),
             };
             let (last, times) = nexts.get(&id).and_then(|s| parse_times(s)).ok_or_else(|| {
-                Error::garbage(&rnext, format!("field {id:?} is not a list of times"))
+                Error::garbage(rnext, format!("field {id:?} is not a list of times"))
             })?;
             out.push(ScheduleInfo {
                 recurrence,
@@ -418,25 +418,25 @@ pub(crate) async fn refill(queue: &Queue, token: u64, now: u64) -> Result<bool, 
         queue.key(Key::Rlow),
     );
     let ids: Vec<String> = redis::cmd("SRANDMEMBER")
-        .arg(&rlow)
+        .arg(rlow)
         .arg(64)
         .query_async(&mut queue.conn())
         .await
-        .map_err(|err| Error::redis(&rlow, "read the schedules to refill", err))?;
+        .map_err(|err| Error::redis(rlow, "read the schedules to refill", err))?;
     if ids.is_empty() {
         return Ok(false);
     }
     type Fields = Vec<Option<Vec<u8>>>;
     let (records, nexts): (Fields, Fields) = redis::pipe()
         .cmd("HMGET")
-        .arg(&recur)
+        .arg(recur)
         .arg(&ids)
         .cmd("HMGET")
-        .arg(&rnext)
+        .arg(rnext)
         .arg(&ids)
         .query_async(&mut queue.conn())
         .await
-        .map_err(|err| Error::redis(&recur, "read the schedules to refill", err))?;
+        .map_err(|err| Error::redis(recur, "read the schedules to refill", err))?;
     let mut args: Vec<Vec<u8>> = vec![token.to_string().into_bytes()];
     for ((id, rec), next) in ids.iter().zip(records).zip(nexts) {
         let text = next.as_deref().and_then(|n| std::str::from_utf8(n).ok());
