@@ -142,9 +142,10 @@ elseif what == 'recur' then
       local nx = read('hash', 'HGET', RNEXT, id)
       local last, ts = nil, nil
       if nx then
+        -- Not a list of times: left as found, as the tick leaves it (`Queue::schedules`
+        -- names it; setting the schedule again mends it).
         last, ts = recur_times(nx)
-      end
-      if last == nil then
+      else
         -- Its next occurrences are lost: counted from now, as when it was set.
         last, ts = now, {}
         if s.kind == 'e' then
@@ -152,11 +153,14 @@ elseif what == 'recur' then
         end
         adds[#adds + 1] = { RNEXT, 'HSET', id, recur_value(last, ts, 1) }
       end
+      if last == nil then
+        ts = {}
+      end
       if #ts > 0 and not read('zset', 'ZSCORE', DUE, M_RECUR .. id) then
         adds[#adds + 1] = { DUE, 'ZADD', ts[1], M_RECUR .. id }
         wake_at(b, ts[1])
       end
-      if s.kind == 'c' and #ts < RLOW_AT then
+      if last ~= nil and s.kind == 'c' and #ts < RLOW_AT then
         adds[#adds + 1] = { RLOW, 'SADD', id }
       end
     end
