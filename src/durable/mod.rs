@@ -44,7 +44,7 @@
 //!   run had started. Handlers should be idempotent.
 //! - **One mover, fenced**: the leader holds a lease with a fencing token that grows on
 //!   every new leadership; every move checks it, so a leader that paused past its lease
-//!   moves nothing. A job moves from its bucket exactly once (`SPOP`/`ZREM` inside one
+//!   moves nothing. A job moves from its bucket exactly once (`SREM`/`ZREM` inside one
 //!   script), so none is promoted twice.
 //! - **Retries and dead letters**: a failed delivery is retried after a backoff; after
 //!   its last attempt (5 by default) the job goes to the dead set, with its last error.
@@ -123,8 +123,8 @@
 //! the bucket of the coarsest level whose bucket for it starts at or after the horizon.
 //! `due` holds one member per non-empty bucket, scored 256 ms before the bucket's start.
 //! The leader waits for the head of `due` (a tickless timer: an idle queue costs no
-//! commands), and `tick.lua` drains due buckets with `SPOP` into the staged window or
-//! finer buckets, and promotes due staged jobs to `ready`. A job moves down at most six
+//! commands), and `tick.lua` drains due buckets (`SRANDMEMBER`, then `SREM`) into the
+//! staged window or finer buckets, and promotes due staged jobs to `ready`. A job moves down at most six
 //! times, each in bulk; cancelling it is an `SREM` or a `ZREM`.
 //!
 //! Worked example: at 12:00:00.000 a job is scheduled for 13:00:00.000. The horizon is

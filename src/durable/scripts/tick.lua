@@ -13,9 +13,10 @@
 --
 -- For each due member of `due` (I2, I3):
 --   j<id>       a staged job: appended to `ready` (I6: its score is its due time).
---   b<k>:<s>    a bucket, LEAD ms before its start: drained with SPOP into the staged
---               window (due before the new horizon) or into finer buckets, which start
---               at or after the horizon and so are not due in this call.
+--   b<k>:<s>    a bucket, LEAD ms before its start: drained (SRANDMEMBER, then SREM
+--               once every check passed) into the staged window (due before the new
+--               horizon) or into finer buckets, which start at or after the horizon and
+--               so are not due in this call.
 --   r<id>       a recurring schedule's next occurrence: lib.lua's recur_take makes
 --               its job(s) and moves the schedule on, in this same call (R1).
 --   l           the lease marker, scored at or before the earliest lease end: jobs whose
