@@ -58,12 +58,21 @@ for _, x in ipairs(jobs) do
     expect(DUE, 'zset')
   end
 end
--- Every check passed: the writes.
+-- Every check passed: the writes. Jobs of one bucket leave it with one SREM.
 local deletes, tombs = {}, {}
+local buckets, order = {}, {}
 for _, x in ipairs(jobs) do
   local id, j, place = x[1], x[2], x[3]
   if place == 'dead' then
     redis.call('ZREM', DEAD, id)
+  elseif place == 'bucket' then
+    local member = bucket_of(j)
+    if buckets[member] == nil then
+      buckets[member] = {}
+      order[#order + 1] = member
+    end
+    local ids = buckets[member]
+    ids[#ids + 1] = id
   else
     unplace(id, j, place)
   end
@@ -78,6 +87,13 @@ for _, x in ipairs(jobs) do
                                  payload = '' })
   else
     deletes[#deletes + 1] = id
+  end
+end
+for _, member in ipairs(order) do
+  local key = bucket_key(member)
+  redis.call('SREM', key, unpack(buckets[member]))
+  if redis.call('EXISTS', key) == 0 then
+    redis.call('ZREM', DUE, member)
   end
 end
 if #deletes > 0 then

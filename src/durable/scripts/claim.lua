@@ -45,17 +45,6 @@ local held = {}
 if nacks > 0 then
   held = read('zset', 'ZMSCORE', FLIGHT, unpack(acks))
 end
-if #ids > 0 then
-  expect(FLIGHT, 'zset')
-  expect(DUE, 'zset')
-  for i = 1, #ids do
-    local rec = recs[nacks + i]
-    if rec and readable(rec) == nil then
-      quarantine_check()
-      break
-    end
-  end
-end
 -- The acks that complete a job: the record's attempt is the acked one, and it is in
 -- flight.
 local completed = {}
@@ -70,30 +59,11 @@ for i = 1, nacks do
     end
   end
 end
-if #errs > 0 then
-  expect(ERRORS, 'hash')
-end
--- Every check passed: the writes.
-if #ids > 0 then
-  redis.call('LTRIM', READY, #ids, -1)
-end
-local acked = #gone
-if acked > 0 then
-  redis.call('ZREM', FLIGHT, unpack(gone))
-  redis.call('HDEL', JOBS, unpack(gone))
-  count('acked', acked)
-end
-if #errs > 0 then
-  redis.call('HDEL', ERRORS, unpack(errs))
-end
-local out = { now, acked }
-if #ids == 0 then
-  return out
-end
-local writes, flight, tomb = {}, {}, {}
+-- The claims. An id can come twice in one pop (a stale entry, then a live one): its
+-- record is parsed once and changed in place.
+local out = { now, #gone }
+local writes, flight, tomb, bad = {}, {}, {}, {}
 local ends = now + lease
--- An id can come twice in one pop (a stale entry, then a live one): its record is
--- parsed once and changed in place.
 local parsed = {}
 for i = 1, #ids do
   local id, rec = ids[i], recs[nacks + i]
@@ -101,7 +71,7 @@ for i = 1, #ids do
   if j == nil and rec and not completed[id] then
     j = readable(rec)
     if j == nil then
-      quarantine(id, now)
+      bad[#bad + 1] = id
       j = { loc = 'gone' }
     end
     parsed[id] = j
@@ -133,6 +103,32 @@ for id, j in pairs(parsed) do
     writes[#writes + 1] = record(j)
   end
 end
+-- Every key written below is checked first (`ready` and `jobs` by their reads, `flight`
+-- by its read when acks came); `due` by the first write itself.
+if #errs > 0 or #bad > 0 then
+  expect(ERRORS, 'hash')
+end
+if #bad > 0 then
+  expect(DEAD, 'zset')
+end
+if #flight > 0 then
+  expect(FLIGHT, 'zset')
+end
+local lowered = #flight > 0 and first_write('zset', 'ZADD', DUE, 'LT', 'CH', ends, M_LEASE) == 1
+if #ids > 0 then
+  redis.call('LTRIM', READY, #ids, -1)
+end
+if #gone > 0 then
+  redis.call('ZREM', FLIGHT, unpack(gone))
+  redis.call('HDEL', JOBS, unpack(gone))
+  count('acked', #gone)
+end
+if #errs > 0 then
+  redis.call('HDEL', ERRORS, unpack(errs))
+end
+for _, id in ipairs(bad) do
+  quarantine(id, now)
+end
 if #writes > 0 then
   redis.call('HSET', JOBS, unpack(writes))
 end
@@ -142,7 +138,7 @@ end
 if #flight > 0 then
   redis.call('ZADD', FLIGHT, unpack(flight))
   count('delivered', #flight / 2)
-  if redis.call('ZADD', DUE, 'LT', 'CH', ends, M_LEASE) == 1 then
+  if lowered then
     local armed = tonumber(m.armed) or 0
     if armed > 0 and ends < armed then
       redis.call('HSET', META, 'armed', int(ends))

@@ -71,6 +71,13 @@ function read(want, cmd, key, ...)
   return r
 end
 
+-- A script's first write, under read's naming: if `key` holds another type than `want`,
+-- GARBAGE naming it, and the script has changed nothing. (Saves the TYPE that `expect`
+-- would ask first, where a script writes a key it does not read.)
+function first_write(want, cmd, key, ...)
+  return read(want, cmd, key, ...)
+end
+
 -- ARGV[i] as an integer at least `min`, or an error naming the argument (the Rust side
 -- never sends one that is not: this guards the scripts against other callers).
 function arg_int(i, what, min)
