@@ -48,30 +48,71 @@ local function put(j, id)
 end
 
 if what == 'jobs' and #items > 0 then
+  -- Reads by kind, one command each per page (per bucket for bucket jobs).
   local recs = read('hash', 'HMGET', JOBS, unpack(items))
+  local dead, staged, buckets, order = {}, {}, {}, {}
   for i, id in ipairs(items) do
     local j = recs[i] and readable(recs[i])
-    if recs[i] and j == nil then
-      if not read('zset', 'ZSCORE', DEAD, id) then
-        bad[#bad + 1] = id
-      end
-    elseif j and j.loc == 'd' then
-      if not read('zset', 'ZSCORE', DEAD, id) then
-        adds[#adds + 1] = { DEAD, 'ZADD', now, id }
-      end
+    if recs[i] and (j == nil or j.loc == 'd') then
+      dead[#dead + 1] = { id, j }
     elseif j and j.loc == 's' then
-      if not read('zset', 'ZSCORE', DUE, M_STAGED .. id)
-          and not read('zset', 'ZSCORE', FLIGHT, id) then
-        out[#out + 1] = id
-        out[#out + 1] = j.skip
-      end
+      staged[#staged + 1] = { id, j }
     elseif j and j.loc ~= 'x' then
       local member = bucket_of(j)
+      if buckets[member] == nil then
+        buckets[member] = {}
+        order[#order + 1] = member
+      end
+      local list = buckets[member]
+      list[#list + 1] = { id, j }
+    end
+  end
+  local function ids_of(list, prefix)
+    local out = {}
+    for x = 1, #list do
+      out[x] = (prefix or '') .. list[x][1]
+    end
+    return out
+  end
+  if #dead > 0 then
+    local held = read('zset', 'ZMSCORE', DEAD, unpack(ids_of(dead)))
+    for x, e in ipairs(dead) do
+      if not held[x] then
+        if e[2] == nil then
+          bad[#bad + 1] = e[1]
+        else
+          adds[#adds + 1] = { DEAD, 'ZADD', now, e[1] }
+        end
+      end
+    end
+  end
+  if #staged > 0 then
+    local in_due = read('zset', 'ZMSCORE', DUE, unpack(ids_of(staged, M_STAGED)))
+    local in_flight = read('zset', 'ZMSCORE', FLIGHT, unpack(ids_of(staged)))
+    for x, e in ipairs(staged) do
+      if not in_due[x] and not in_flight[x] then
+        out[#out + 1] = e[1]
+        out[#out + 1] = e[2].skip
+      end
+    end
+  end
+  if #order > 0 then
+    local scores = read('zset', 'ZMSCORE', DUE, unpack(order))
+    for b_i, member in ipairs(order) do
+      local list = buckets[member]
       local key = bucket_key(member)
       expect(key, 'set')
-      if redis.call('SISMEMBER', key, id) == 0 then
-        put(j, id)
-      elseif not read('zset', 'ZSCORE', DUE, member) then
+      local held = redis.call('SMISMEMBER', key, unpack(ids_of(list)))
+      local kept = false
+      for x, e in ipairs(list) do
+        if held[x] == 0 then
+          put(e[2], e[1])
+        else
+          kept = true
+        end
+      end
+      if kept and not scores[b_i] then
+        local j = list[1][2]
         local w = W0 * SPAN ^ tonumber(j.loc)
         adds[#adds + 1] = { DUE, 'ZADD', math.floor(j.due / w) * w - LEAD, member }
       end
@@ -92,11 +133,25 @@ elseif what == 'ready' and #items > 0 then
     end
   end
 elseif what == 'due' then
+  -- The records of the staged members, in one read.
+  local staged = {}
+  for _, member in ipairs(items) do
+    if string.sub(member, 1, 1) == M_STAGED then
+      staged[#staged + 1] = string.sub(member, 2)
+    end
+  end
+  local recs = {}
+  if #staged > 0 then
+    local got = read('hash', 'HMGET', JOBS, unpack(staged))
+    for x, id in ipairs(staged) do
+      recs[id] = got[x]
+    end
+  end
   for _, member in ipairs(items) do
     local kind, rest = string.sub(member, 1, 1), string.sub(member, 2)
     local keep = false
     if kind == M_STAGED then
-      local j = readable(read('hash', 'HGET', JOBS, rest) or '')
+      local j = readable(recs[rest] or '')
       keep = j ~= nil and j.loc == 's'
     elseif kind == M_BUCKET and string.match(rest, '^%d:%d+$') then
       keep = redis.call('EXISTS', bucket_key(member)) == 1
