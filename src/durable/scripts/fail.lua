@@ -15,6 +15,9 @@ local now, m = meta({ 'armed', 'expires', 'busy' })
 local id = ARGV[1]
 local attempt = arg_int(2, 'attempt', 1)
 local backoff = arg_int(3, 'backoff_ms', 0)
+if #ARGV ~= 4 then
+  error({ err = 'ERR bad arguments: ' .. #ARGV .. ', not id, attempt, backoff, error' })
+end
 -- First every read and check, then every write.
 local rec = read('hash', 'HGET', JOBS, id)
 if not rec then
