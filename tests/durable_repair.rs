@@ -421,4 +421,17 @@ async fn every_role_runs_as_exactly_the_readmes_acl_user() {
     assert!(queue.unschedule("beat").await.unwrap());
     assert!(!queue.retry_dead("a").await.unwrap());
     leader.stop().await.unwrap();
+
+    // A command missing from a user's grant is a permission error naming the script's
+    // line, and the claim that met it took nothing.
+    let mut setuser = redis::cmd("ACL");
+    setuser.arg("SETUSER").arg("app").arg("-ltrim");
+    let _: () = setuser.query_async(&mut admin).await.unwrap();
+    assert!(queue.schedule("f", b"", Duration::ZERO).await.unwrap());
+    let mut leader = queue.leader(LeaderOptions::default());
+    leader.step().await.unwrap();
+    let err = worker.try_claim(1).await.unwrap_err();
+    assert!(err.is_permission(), "{err}");
+    assert!(err.to_string().contains("claim.lua:"), "{err}");
+    assert_eq!(queue.ready_ids(10).await.unwrap(), ["f"]);
 }

@@ -134,6 +134,11 @@ impl Error {
         if err.code() == Some("NOPERM") {
             return Error::permission(key, what, err.detail().unwrap_or_default());
         }
+        // A command a script runs that the user may not (Redis answers ERR, not NOPERM).
+        let detail = err.detail().unwrap_or_default();
+        if err.code() == Some("ERR") && detail.starts_with("The user executing the script") {
+            return Error::permission(key, &format!("run script {what}"), detail);
+        }
         if err.code() == Some("WRONGTYPE") {
             return Error::new(
                 Kind::Garbage,
