@@ -4,6 +4,7 @@
 //! tickless-durable inspect <url> <queue>             counts, leader, lag, recurring schedules, dead jobs
 //! tickless-durable job <url> <queue> <id>            one job's state, due time, attempts, error
 //! tickless-durable retry-dead <url> <queue> <id>     a dead job gets a new set of attempts
+//! tickless-durable repair <url> <queue>              jobs put back where their records say
 //! tickless-durable serve <url> [queue...]            the web dashboard and /metrics
 //! ```
 //!
@@ -61,7 +62,7 @@ async fn connect(url: &str, name: &str) -> Result<Queue, String> {
     options.connect(name).await.map_err(|e| e.to_string())
 }
 
-const USAGE: &str = "usage: tickless-durable (inspect|job|retry-dead) <url> <queue> ... \
+const USAGE: &str = "usage: tickless-durable (inspect|job|retry-dead|repair) <url> <queue> ... \
                      | tickless-durable serve <url> [queue...]";
 
 async fn run(args: &[String]) -> Result<(), String> {
@@ -112,6 +113,14 @@ async fn run(args: &[String]) -> Result<(), String> {
                 } else {
                     "no such dead job"
                 }
+            );
+            Ok(())
+        }
+        "repair" => {
+            let fixed = queue.repair().await.map_err(|e| e.to_string())?;
+            println!(
+                "{} put back, {} entries naming no job removed",
+                fixed.placed, fixed.removed
             );
             Ok(())
         }

@@ -317,14 +317,7 @@ impl Queue {
         let meta = self.meta_key();
         let mut pipe = redis::pipe();
         for args in calls {
-            let cmd = pipe
-                .cmd("EVALSHA")
-                .arg(script.script.get_hash())
-                .arg(1)
-                .arg(meta);
-            for arg in args {
-                cmd.arg(arg.as_slice());
-            }
+            self.add_call(&mut pipe, script, args);
         }
         if let Some((replicas, timeout)) = self.replicas() {
             let ms = u64::try_from(timeout.as_millis())
@@ -344,10 +337,10 @@ impl Queue {
                 .prepare_invoke()
                 .load_async(&mut conn)
                 .await
-                .map_err(|err| Error::redis(meta, script.name, err))?;
+                .map_err(|err| Error::script(meta, script, err))?;
             result = pipe.query_async(&mut conn).await;
         }
-        let mut values = result.map_err(|err| Error::redis(meta, script.name, err))?;
+        let mut values = result.map_err(|err| Error::script(meta, script, err))?;
         if let Some((replicas, _)) = self.replicas() {
             let acked = match values.pop() {
                 Some(Value::Int(acked)) => acked,

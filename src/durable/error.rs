@@ -134,6 +134,11 @@ impl Error {
         if err.code() == Some("NOPERM") {
             return Error::permission(key, what, err.detail().unwrap_or_default());
         }
+        // A command a script runs that the user may not (Redis answers ERR, not NOPERM).
+        let detail = err.detail().unwrap_or_default();
+        if err.code() == Some("ERR") && detail.starts_with("The user executing the script") {
+            return Error::permission(key, &format!("run script {what}"), detail);
+        }
         if err.code() == Some("WRONGTYPE") {
             return Error::new(
                 Kind::Garbage,
@@ -143,6 +148,18 @@ impl Error {
             );
         }
         Error::new(Kind::Redis, format!("redis error on {key} ({what}): {err}"))
+    }
+
+    /// [`redis`](Error::redis) for an error of `script`, with Redis's `user_script:<line>`
+    /// named after the file the line is in (`tick.lua:40`, `lib.lua:12`).
+    pub(crate) fn script(
+        key: &str,
+        script: &super::scripts::Script,
+        err: redis::RedisError,
+    ) -> Error {
+        let mut error = Error::redis(key, script.name, err);
+        error.message = script.relabel(&error.message);
+        error
     }
 
     /// The URL could not be parsed, or names a scheme other than `redis://`, `rediss://`

@@ -1,8 +1,9 @@
 //! Looking at a queue: one job, the dead set, counts, the clock (and the manual clock
 //! that tests set).
 
+use super::contract::{ms_ceil, staged_member, unix_ms_ceil, Key, MAX_DUE_MS};
 use super::error::Error;
-use super::queue::{check_id, ms_ceil, unix_ms_ceil, Queue, MAX_DUE_MS};
+use super::queue::{check_id, Queue};
 use super::reply;
 use super::scripts::scripts;
 use redis::AsyncCommands;
@@ -29,12 +30,12 @@ impl Queue {
     ///
     /// [`Error::is_redis`], [`Error::is_garbage`].
     pub async fn dead(&self, limit: usize) -> Result<Vec<super::JobInfo>, Error> {
-        let dead = self.key("dead");
+        let dead = self.key(Key::Dead);
         let ids: Vec<String> = self
             .conn()
-            .zrange(&dead, 0, limit as isize - 1)
+            .zrange(dead, 0, limit as isize - 1)
             .await
-            .map_err(|err| Error::redis(&dead, "ZRANGE", err))?;
+            .map_err(|err| Error::redis(dead, "ZRANGE", err))?;
         let mut out = Vec::with_capacity(ids.len());
         for id in ids {
             match self.job(&id).await {
@@ -67,24 +68,24 @@ impl Queue {
     /// is not ours.
     pub async fn job(&self, id: &str) -> Result<Option<super::JobInfo>, Error> {
         check_id(id)?;
-        let (jobs, errors) = (self.key("jobs"), self.key("errors"));
+        let (jobs, errors) = (self.key(Key::Jobs), self.key(Key::Errors));
         let (record, error, staged, lease): (
             Option<Vec<u8>>,
             Option<String>,
             Option<f64>,
             Option<f64>,
         ) = redis::pipe()
-            .hget(&jobs, id)
-            .hget(&errors, id)
-            .zscore(self.key("due"), format!("j{id}"))
-            .zscore(self.key("flight"), id)
+            .hget(jobs, id)
+            .hget(errors, id)
+            .zscore(self.key(Key::Due), staged_member(id))
+            .zscore(self.key(Key::Flight), id)
             .query_async(&mut self.conn())
             .await
-            .map_err(|err| Error::redis(&jobs, "HGET", err))?;
+            .map_err(|err| Error::redis(jobs, "HGET", err))?;
         let Some(record) = record else {
             return Ok(None);
         };
-        let info = reply::parse_record(&jobs, id, &record, error, staged.is_some(), lease)?;
+        let info = reply::parse_record(jobs, id, &record, error, staged.is_some(), lease)?;
         Ok(info)
     }
 
@@ -97,10 +98,10 @@ impl Queue {
         let meta = self.meta_key();
         type Counts = (u64, u64, u64, u64, Vec<Option<String>>, (u64, u64));
         let (jobs, ready, flight, dead, fields, time): Counts = redis::pipe()
-            .hlen(self.key("jobs"))
-            .llen(self.key("ready"))
-            .zcard(self.key("flight"))
-            .zcard(self.key("dead"))
+            .hlen(self.key(Key::Jobs))
+            .llen(self.key(Key::Ready))
+            .zcard(self.key(Key::Flight))
+            .zcard(self.key(Key::Dead))
             .hget(
                 meta,
                 &[
@@ -172,21 +173,9 @@ impl Queue {
     /// Checks that every key of the queue that exists has the type this crate writes, and
     /// that the user may read the keys and publish on the queue's channel.
     pub(crate) async fn check_keys(&self) -> Result<(), Error> {
-        let expected = [
-            ("meta", "hash"),
-            ("jobs", "hash"),
-            ("errors", "hash"),
-            ("due", "zset"),
-            ("flight", "zset"),
-            ("dead", "zset"),
-            ("ready", "list"),
-            ("recur", "hash"),
-            ("rnext", "hash"),
-            ("rlow", "set"),
-        ];
         let mut pipe = redis::pipe();
-        for (suffix, _) in expected {
-            pipe.cmd("TYPE").arg(self.key(suffix));
+        for key in Key::ALL {
+            pipe.cmd("TYPE").arg(self.key(key));
         }
         let types: Vec<String> = pipe
             .query_async(&mut self.conn())
@@ -202,10 +191,11 @@ impl Queue {
             .map_err(|err| {
                 Error::redis(self.meta_key(), "publish to the queue's wake channel", err)
             })?;
-        for ((suffix, want), found) in expected.iter().zip(types) {
-            if found != "none" && found != *want {
+        for (key, found) in Key::ALL.into_iter().zip(types) {
+            let want = key.redis_type();
+            if found != "none" && found != want {
                 return Err(Error::garbage(
-                    &self.key(suffix),
+                    self.key(key),
                     format!("expected a {want}, found a {found}"),
                 ));
             }

@@ -47,7 +47,7 @@ pub struct LeaderOptions {
 impl Default for LeaderOptions {
     fn default() -> LeaderOptions {
         LeaderOptions {
-            busy_lease: Duration::from_millis(750),
+            busy_lease: Duration::from_millis(super::contract::DEFAULT_BUSY_LEASE_MS),
             idle_lease: Duration::from_secs(60),
             batch: 1000,
             name: None,
@@ -351,6 +351,7 @@ impl Leader {
             self.shared.leading.store(true, Ordering::Relaxed);
             self.shared.leaderships.fetch_add(1, Ordering::Relaxed);
             super::trace::event!(info, queue = self.queue.name(), token, "acquired");
+            self.repair_in_background(token);
             self.role = Role::Leading {
                 token,
                 expires,
@@ -365,6 +366,17 @@ impl Leader {
             };
         }
         Ok(())
+    }
+
+    /// A new leadership repairs the queue (see `repair.rs`), beside its moves and fenced
+    /// by its token; an error is counted as the leader's own.
+    fn repair_in_background(&self, token: u64) {
+        let (queue, shared) = (self.queue.clone(), Arc::clone(&self.shared));
+        tokio::spawn(async move {
+            if let Err(err) = super::repair::run(&queue, Some(token)).await {
+                shared.failed(&err);
+            }
+        });
     }
 
     fn lose(&mut self) {

@@ -44,7 +44,7 @@
 //!   run had started. Handlers should be idempotent.
 //! - **One mover, fenced**: the leader holds a lease with a fencing token that grows on
 //!   every new leadership; every move checks it, so a leader that paused past its lease
-//!   moves nothing. A job moves from its bucket exactly once (`SPOP`/`ZREM` inside one
+//!   moves nothing. A job moves from its bucket exactly once (`SREM`/`ZREM` inside one
 //!   script), so none is promoted twice.
 //! - **Retries and dead letters**: a failed delivery is retried after a backoff; after
 //!   its last attempt (5 by default) the job goes to the dead set, with its last error.
@@ -80,6 +80,40 @@
 //! | `rlow` | set | ids of cron schedules with fewer than 8 known occurrences, for the leader to refill |
 //! | `wake` | channel | earlier wakes and shortened leases, for the leader and candidates |
 //!
+//! # The scripts
+//!
+//! Every change that touches more than one key is one Lua script (`src/durable/scripts/`).
+//! What the Rust side and the scripts must agree on has one source, `contract.rs`: the
+//! key suffixes above, the member and bucket formats, the wheel's constants, and which
+//! keys each script declares. Every script gets every key it touches in `KEYS` (as Redis
+//! Cluster, proxies and ACL key patterns require), except bucket keys: which bucket a
+//! tick drains is known only once it has read `due`, so scripts build bucket keys from
+//! the prefix of `meta`. On a cluster whose slot is being migrated, a script whose
+//! declared keys moved is answered `ASK`/`TRYAGAIN`, which the `redis` crate follows; one
+//! that meets a bucket already moved fails, and the leader's backoff (or the caller,
+//! for a schedule: it is idempotent on the id) tries again until the slot has moved.
+//! Tunables (leases, batch sizes, backoffs) are script arguments; the leader's busy lease
+//! also sits in `meta`'s `busy` for the scripts that shorten its lease.
+//!
+//! **A script changes nothing or finishes.** Redis does not undo a script's writes when
+//! a later command of it fails, so every script checks every argument and the type of
+//! every key it will write (a wrong one is an [`Error::is_garbage`] naming the key)
+//! before its first write. A leader that meets such a key counts the error, backs off and
+//! goes on ([`LeaderStats::errors`]); an error in a script names its line as
+//! `<script>.lua:<line>` or `lib.lua:<line>`.
+//!
+//! # Repair
+//!
+//! [`Queue::repair`] (and `tickless-durable repair <url> <queue>`, and every new leader
+//! when it takes over, fenced by its token) finds jobs whose record names a place that
+//! does not hold them (a bucket that lost them or has no `due` member, a staged or ready
+//! job in neither place nor in flight, a dead job not in `dead`, a schedule with no `r`
+//! member) and puts them back, and removes entries that name no job. It reads the keys
+//! a page at a time and judges each page in one atomic script, so it is safe while
+//! leaders and workers run; jobs in flight are never touched, so it delivers nothing
+//! twice. After an operator's mistake (a key overwritten or deleted), fix or delete the
+//! key and run it: no job whose record survived is lost.
+//!
 //! # The wheel
 //!
 //! Level k has buckets 1,024 × 64^k ms wide (1 s, 65 s, 70 min, 75 h, 199 days, 35
@@ -89,8 +123,8 @@
 //! the bucket of the coarsest level whose bucket for it starts at or after the horizon.
 //! `due` holds one member per non-empty bucket, scored 256 ms before the bucket's start.
 //! The leader waits for the head of `due` (a tickless timer: an idle queue costs no
-//! commands), and `tick.lua` drains due buckets with `SPOP` into the staged window or
-//! finer buckets, and promotes due staged jobs to `ready`. A job moves down at most six
+//! commands), and `tick.lua` drains due buckets (`SRANDMEMBER`, then `SREM`) into the
+//! staged window or finer buckets, and promotes due staged jobs to `ready`. A job moves down at most six
 //! times, each in bulk; cancelling it is an `SREM` or a `ZREM`.
 //!
 //! Worked example: at 12:00:00.000 a job is scheduled for 13:00:00.000. The horizon is
@@ -158,6 +192,7 @@
 //! ([`Queue::set_manual_clock`]): a field of `meta` that every script reads instead.
 
 mod connection;
+mod contract;
 #[cfg(feature = "dashboard")]
 pub mod dashboard;
 mod error;
@@ -168,6 +203,7 @@ mod peek;
 mod queue;
 mod recur;
 mod redact;
+mod repair;
 mod reply;
 mod scripts;
 mod stats;
@@ -181,6 +217,7 @@ pub use leader_handle::{LeaderHandle, LeaderStats};
 pub use peek::{queue_names, Counters, DueBucket};
 pub use queue::{Queue, When, MAX_ID_BYTES, MAX_PAYLOAD_BYTES, MAX_QUEUE_NAME_BYTES};
 pub use recur::{CatchUp, Recurrence, ScheduleInfo};
+pub use repair::Repaired;
 pub use reply::{JobInfo, JobState};
 pub use stats::Stats;
 pub use worker::{Backoff, Failed, Job, Worker, WorkerOptions};

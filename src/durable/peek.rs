@@ -11,13 +11,14 @@
 //! level whose bucket starts after the horizon, near times are seen finely (1 s, then
 //! 65 s) and far ones coarsely (70 min, 75 h, ...): fine where it matters.
 
+use super::contract::{
+    level_width_ms, parse_bucket_member, queue_of_meta, system_time, Key, BUCKET_MEMBER,
+    META_PATTERN, STAGED_MEMBER, W0_MS,
+};
 use super::error::Error;
-use super::queue::{system_time, Queue};
+use super::queue::Queue;
 use std::time::{Duration, SystemTime};
 
-/// Width of a level-0 bucket, in ms; level k is `W0_MS * 64^k` (see `lib.lua`).
-const W0_MS: u64 = 1024;
-const SPAN: u64 = 64;
 /// Most `due` members read by one [`Queue::due_buckets`].
 const MAX_MEMBERS: usize = 10_000;
 
@@ -38,19 +39,6 @@ pub struct DueBucket {
     pub jobs: u64,
 }
 
-/// The width of a level-`level` bucket.
-pub(crate) fn level_width_ms(level: u8) -> u64 {
-    W0_MS.saturating_mul(SPAN.saturating_pow(u32::from(level)))
-}
-
-/// The level and start (ms) of a bucket's `due` member `b<k>:<start>`.
-fn parse_bucket(member: &str) -> Option<(u8, u64)> {
-    let (level, start) = member.strip_prefix('b')?.split_once(':')?;
-    let level: u8 = level.parse().ok()?;
-    (level <= 6).then_some(())?;
-    Some((level, start.parse().ok()?))
-}
-
 impl Queue {
     /// When the queue's scheduled jobs come due: the non-empty buckets of its wheel with
     /// their counts, and the staged jobs counted per 1,024 ms slot; in order of start.
@@ -67,28 +55,28 @@ impl Queue {
     /// [`Error::is_redis`], [`Error::is_garbage`] for a member of `due` that is not
     /// ours.
     pub async fn due_buckets(&self) -> Result<(Vec<DueBucket>, bool), Error> {
-        let due = self.key("due");
+        let due = self.key(Key::Due);
         let members: Vec<(String, f64)> = redis::cmd("ZRANGE")
-            .arg(&due)
+            .arg(due)
             .arg(0)
             .arg(MAX_MEMBERS)
             .arg("WITHSCORES")
             .query_async(&mut self.conn())
             .await
-            .map_err(|err| Error::redis(&due, "ZRANGE", err))?;
+            .map_err(|err| Error::redis(due, "ZRANGE", err))?;
         let truncated = members.len() > MAX_MEMBERS;
         let mut staged: Vec<(u64, u64)> = Vec::new(); // slot start, jobs
         let mut buckets: Vec<(u8, u64)> = Vec::new();
         for (member, score) in members.iter().take(MAX_MEMBERS) {
-            if member.starts_with('j') {
+            if member.starts_with(STAGED_MEMBER) {
                 let slot = (score.max(0.0) as u64) / W0_MS * W0_MS;
                 match staged.last_mut() {
                     Some((start, jobs)) if *start == slot => *jobs += 1,
                     _ => staged.push((slot, 1)),
                 }
-            } else if member.starts_with('b') {
-                let bucket = parse_bucket(member).ok_or_else(|| {
-                    Error::garbage(&due, format!("member {member:?} names no bucket"))
+            } else if member.starts_with(BUCKET_MEMBER) {
+                let bucket = parse_bucket_member(member).ok_or_else(|| {
+                    Error::garbage(due, format!("member {member:?} names no bucket"))
                 })?;
                 buckets.push(bucket);
             }
@@ -96,14 +84,14 @@ impl Queue {
         }
         let mut pipe = redis::pipe();
         for (level, start) in &buckets {
-            pipe.scard(self.key(&format!("b:{level}:{start}")));
+            pipe.scard(self.bucket(*level, *start));
         }
         let counts: Vec<u64> = if buckets.is_empty() {
             Vec::new()
         } else {
             pipe.query_async(&mut self.conn())
                 .await
-                .map_err(|err| Error::redis(&due, "SCARD", err))?
+                .map_err(|err| Error::redis(due, "SCARD", err))?
         };
         let mut out: Vec<DueBucket> = staged
             .into_iter()
@@ -139,17 +127,17 @@ impl Queue {
     ///
     /// [`Error::is_redis`].
     pub async fn ready_ids(&self, limit: usize) -> Result<Vec<String>, Error> {
-        let ready = self.key("ready");
+        let ready = self.key(Key::Ready);
         if limit == 0 {
             return Ok(Vec::new()); // LRANGE 0 -1 would be everything
         }
         redis::cmd("LRANGE")
-            .arg(&ready)
+            .arg(ready)
             .arg(0)
             .arg(limit as isize - 1)
             .query_async(&mut self.conn())
             .await
-            .map_err(|err| Error::redis(&ready, "LRANGE", err))
+            .map_err(|err| Error::redis(ready, "LRANGE", err))
     }
 
     /// The `limit` jobs in flight whose leases end first, with their lease ends.
@@ -158,18 +146,18 @@ impl Queue {
     ///
     /// [`Error::is_redis`].
     pub async fn in_flight_ids(&self, limit: usize) -> Result<Vec<(String, SystemTime)>, Error> {
-        let flight = self.key("flight");
+        let flight = self.key(Key::Flight);
         if limit == 0 {
             return Ok(Vec::new());
         }
         let ids: Vec<(String, f64)> = redis::cmd("ZRANGE")
-            .arg(&flight)
+            .arg(flight)
             .arg(0)
             .arg(limit as isize - 1)
             .arg("WITHSCORES")
             .query_async(&mut self.conn())
             .await
-            .map_err(|err| Error::redis(&flight, "ZRANGE", err))?;
+            .map_err(|err| Error::redis(flight, "ZRANGE", err))?;
         Ok(ids
             .into_iter()
             .map(|(id, ends)| (id, system_time(ends.max(0.0) as u64)))
@@ -296,16 +284,16 @@ pub async fn queue_names(url: &str) -> Result<Vec<String>, Error> {
         let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
             .arg(cursor)
             .arg("MATCH")
-            .arg("tickless:{*}:meta")
+            .arg(META_PATTERN)
             .arg("COUNT")
             .arg(1000)
             .query_async(&mut conn)
             .await
-            .map_err(|err| Error::redis("tickless:{*}:meta", "SCAN", err))?;
-        names.extend(keys.iter().filter_map(|key| {
-            let name = key.strip_prefix("tickless:{")?.strip_suffix("}:meta")?;
-            Some(name.to_string())
-        }));
+            .map_err(|err| Error::redis(META_PATTERN, "SCAN", err))?;
+        names.extend(
+            keys.iter()
+                .filter_map(|key| queue_of_meta(key).map(str::to_string)),
+        );
         if next == 0 {
             break;
         }
@@ -314,27 +302,4 @@ pub async fn queue_names(url: &str) -> Result<Vec<String>, Error> {
     names.sort();
     names.dedup();
     Ok(names)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn bucket_members_parse() {
-        assert_eq!(parse_bucket("b0:1024"), Some((0, 1024)));
-        assert_eq!(parse_bucket("b6:0"), Some((6, 0)));
-        assert_eq!(parse_bucket("b7:0"), None);
-        assert_eq!(parse_bucket("bx:0"), None);
-        assert_eq!(parse_bucket("b1"), None);
-        assert_eq!(parse_bucket("jb1:2"), None);
-    }
-
-    #[test]
-    fn level_widths_follow_lib_lua() {
-        assert_eq!(level_width_ms(0), 1024);
-        assert_eq!(level_width_ms(1), 65_536);
-        assert_eq!(level_width_ms(2), 4_194_304);
-        assert_eq!(level_width_ms(6), 1024 * 64u64.pow(6));
-    }
 }

@@ -1,13 +1,14 @@
 //! [`Queue`]: a handle to one queue's keys, for scheduling, cancelling and looking.
 
 use super::connection::{Conn, ConnectOptions, Nodes};
+use super::contract::{self, unix_ms_ceil, Key, MAX_DUE_MS};
 use super::error::Error;
 use super::recur::CatchUp;
 use super::reply::Reply;
 use super::scripts::{scripts, Script};
 use redis::Value;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 /// The largest payload a job may carry: 1 MiB. Larger ones are refused with an error for
 /// which [`Error::is_payload_too_large`] is true; keep large data elsewhere and put its
@@ -19,10 +20,6 @@ pub const MAX_ID_BYTES: usize = 512;
 
 /// The longest queue name, in bytes: 128.
 pub const MAX_QUEUE_NAME_BYTES: usize = 128;
-
-/// Due times are kept in whole milliseconds since the Unix epoch and saturate at 2^52 ms
-/// (about the year 144,000), where Redis's Lua numbers are still exact.
-pub(crate) const MAX_DUE_MS: u64 = 1 << 52;
 
 /// Jobs per script call when scheduling in a batch; calls are pipelined in groups.
 const SCHEDULE_CHUNK: usize = 128;
@@ -74,22 +71,6 @@ pub(crate) fn closed(err: &redis::RedisError) -> bool {
     err.is_connection_dropped() || err.kind() == redis::ErrorKind::IoError
 }
 
-pub(crate) fn ms_ceil(d: Duration) -> u64 {
-    let ms = d.as_nanos().div_ceil(1_000_000);
-    u64::try_from(ms).unwrap_or(u64::MAX)
-}
-
-pub(crate) fn unix_ms_ceil(at: SystemTime) -> u64 {
-    at.duration_since(UNIX_EPOCH)
-        .map_or(0, ms_ceil)
-        .min(MAX_DUE_MS)
-}
-
-/// A time on the queue's clock, in milliseconds since the Unix epoch.
-pub(crate) fn system_time(ms: u64) -> SystemTime {
-    UNIX_EPOCH + Duration::from_millis(ms)
-}
-
 /// A handle to one durable queue: schedule, cancel and reschedule jobs by id, and look at
 /// the queue. Cheap to clone; clones share one multiplexed connection, which reconnects
 /// with backoff when Redis goes away.
@@ -127,7 +108,8 @@ struct Inner {
     url: String,
     name: String,
     prefix: String,
-    meta: String,
+    /// Every key's full name, by [`Key::index`].
+    keys: Vec<String>,
     max_attempts: u32,
     /// `WAIT` for this many replicas, at most this long, after writes that must survive a
     /// master's death (see [`ConnectOptions::wait_for_replicas`]).
@@ -186,14 +168,17 @@ impl Queue {
     pub async fn connect_with(options: &ConnectOptions, name: &str) -> Result<Queue, Error> {
         check_queue_name(name)?;
         let (conn, nodes) = options.open().await?;
-        let prefix = format!("tickless:{{{name}}}:");
+        let prefix = contract::prefix(name);
         let queue = Queue {
             inner: Arc::new(Inner {
                 nodes,
                 conn,
                 url: options.shown_url(),
                 name: name.to_string(),
-                meta: format!("{prefix}meta"),
+                keys: Key::ALL
+                    .iter()
+                    .map(|key| format!("{prefix}{}", key.suffix()))
+                    .collect(),
                 prefix,
                 max_attempts: 5,
                 replicas: options.replicas(),
@@ -227,7 +212,7 @@ impl Queue {
                 url: inner.url.clone(),
                 name: inner.name.clone(),
                 prefix: inner.prefix.clone(),
-                meta: inner.meta.clone(),
+                keys: inner.keys.clone(),
                 max_attempts,
                 replicas: inner.replicas,
                 catch_up,
@@ -254,26 +239,36 @@ impl Queue {
         &self.inner.url
     }
 
-    /// The full name of one of the queue's keys, e.g. `key("jobs")`.
-    pub(crate) fn key(&self, suffix: &str) -> String {
-        format!("{}{suffix}", self.inner.prefix)
+    /// The full name of one of the queue's keys.
+    pub(crate) fn key(&self, key: Key) -> &str {
+        &self.inner.keys[key.index()]
     }
 
+    /// The full name of a bucket's key, from [`contract::bucket_key`].
+    pub(crate) fn bucket(&self, level: u8, start_ms: u64) -> String {
+        format!(
+            "{}{}",
+            self.inner.prefix,
+            contract::bucket_key(level, start_ms)
+        )
+    }
+
+    /// The queue's wake channel.
     pub(crate) fn channel(&self) -> String {
-        self.key("wake")
+        format!("{}{}", self.inner.prefix, contract::CHANNEL)
     }
 
     /// A client for the server holding the queue's keys, for a connection of its own (a
     /// subscription, a blocking `BLMOVE`): on a cluster, the master that owns the queue's
     /// slot now.
     pub(crate) async fn node_client(&self) -> redis::RedisResult<redis::Client> {
-        self.inner.nodes.owner_of(&self.inner.meta).await
+        self.inner.nodes.owner_of(self.meta_key()).await
     }
 
     /// A subscription of its own to the server holding the queue's keys (on a cluster,
     /// the slot's master, waited for through a failover).
     pub(crate) async fn subscriber(&self) -> redis::RedisResult<redis::aio::PubSub> {
-        self.inner.nodes.subscriber(&self.inner.meta).await
+        self.inner.nodes.subscriber(self.meta_key()).await
     }
 
     pub(crate) fn conn(&self) -> Conn {
@@ -282,10 +277,10 @@ impl Queue {
 
     /// The meta key's name.
     pub(crate) fn meta_key(&self) -> &str {
-        &self.inner.meta
+        self.key(Key::Meta)
     }
 
-    /// Runs one script with the meta key and `args`.
+    /// Runs one script with the keys it declares and `args`.
     pub(crate) async fn call(&self, script: &Script, args: &[&[u8]]) -> Result<Reply, Error> {
         self.call_retrying(script, args, script.idempotent).await
     }
@@ -300,7 +295,10 @@ impl Queue {
         args: &[&[u8]],
         retry: bool,
     ) -> Result<Reply, Error> {
-        let mut invocation = script.script.key(&self.inner.meta);
+        let mut invocation = script.script.prepare_invoke();
+        for key in script.keys {
+            invocation.key(self.key(*key));
+        }
         for arg in args {
             invocation.arg(*arg);
         }
@@ -308,8 +306,22 @@ impl Queue {
         if retry && matches!(&result, Err(err) if closed(err)) {
             result = invocation.invoke_async(&mut self.conn()).await;
         }
-        let value = result.map_err(|err| Error::redis(&self.inner.meta, script.name, err))?;
-        Reply::new(value, &self.inner.meta, script.name)
+        let value = result.map_err(|err| Error::script(self.meta_key(), script, err))?;
+        Reply::new(value, self.meta_key(), script.name)
+    }
+
+    /// Adds one `EVALSHA` of `script` with its keys and `args` to `pipe`.
+    pub(crate) fn add_call(&self, pipe: &mut redis::Pipeline, script: &Script, args: &[Vec<u8>]) {
+        let cmd = pipe
+            .cmd("EVALSHA")
+            .arg(script.script.get_hash())
+            .arg(script.keys.len());
+        for key in script.keys {
+            cmd.arg(self.key(*key));
+        }
+        for arg in args {
+            cmd.arg(arg.as_slice());
+        }
     }
 
     /// Runs `calls` (argument lists of `script`) in one pipeline; loads the script and
@@ -322,14 +334,7 @@ impl Queue {
     ) -> Result<Vec<Reply>, Error> {
         let mut pipe = redis::pipe();
         for args in calls {
-            let cmd = pipe
-                .cmd("EVALSHA")
-                .arg(script.script.get_hash())
-                .arg(1)
-                .arg(&self.inner.meta);
-            for arg in args {
-                cmd.arg(arg.as_slice());
-            }
+            self.add_call(&mut pipe, script, args);
         }
         let mut conn = self.conn();
         let mut result: redis::RedisResult<Vec<Value>> = pipe.query_async(&mut conn).await;
@@ -343,13 +348,13 @@ impl Queue {
                 .prepare_invoke()
                 .load_async(&mut conn)
                 .await
-                .map_err(|err| Error::redis(&self.inner.meta, script.name, err))?;
+                .map_err(|err| Error::script(self.meta_key(), script, err))?;
             result = pipe.query_async(&mut conn).await;
         }
-        let values = result.map_err(|err| Error::redis(&self.inner.meta, script.name, err))?;
+        let values = result.map_err(|err| Error::script(self.meta_key(), script, err))?;
         values
             .into_iter()
-            .map(|value| Reply::new(value, &self.inner.meta, script.name))
+            .map(|value| Reply::new(value, self.meta_key(), script.name))
             .collect()
     }
 

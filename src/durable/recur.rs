@@ -2,8 +2,9 @@
 //! [`Queue::schedules`], and the leader's refill of cron occurrences (see the module
 //! docs, "Recurring jobs", for the design).
 
+use super::contract::{system_time, Key, MAX_DUE_MS};
 use super::error::Error;
-use super::queue::{check_id, system_time, Queue, MAX_DUE_MS, MAX_ID_BYTES, MAX_PAYLOAD_BYTES};
+use super::queue::{check_id, Queue, MAX_ID_BYTES, MAX_PAYLOAD_BYTES};
 use super::scripts::scripts;
 use chrono::TimeZone as _;
 use std::collections::HashMap;
@@ -251,7 +252,7 @@ impl Queue {
     ) -> Result<bool, Error> {
         let payload = payload.as_ref();
         check_schedule(id, payload)?;
-        let ms = super::queue::ms_ceil(period);
+        let ms = super::contract::ms_ceil(period);
         if ms == 0 || ms >= MAX_DUE_MS / 2 {
             return Err(Error::invalid_schedule(
                 id,
@@ -306,7 +307,7 @@ impl Queue {
         let payload = payload.as_ref();
         check_schedule(id, payload)?;
         let spec = CronSpec::parse(id, expression, zone)?;
-        let now = super::queue::unix_ms_ceil(self.now().await?);
+        let now = super::contract::unix_ms_ceil(self.now().await?);
         let times = spec.after(now, FILL);
         if times.is_empty() {
             return Err(Error::invalid_schedule(
@@ -363,17 +364,17 @@ impl Queue {
     ///
     /// [`Error::is_redis`]; [`Error::is_garbage`] naming a record that is not one.
     pub async fn schedules(&self) -> Result<Vec<ScheduleInfo>, Error> {
-        let (recur, rnext) = (self.key("recur"), self.key("rnext"));
+        let (recur, rnext) = (self.key(Key::Recur), self.key(Key::Rnext));
         type Both = (Vec<(String, Vec<u8>)>, HashMap<String, String>);
         let (records, nexts): Both = redis::pipe()
-            .hgetall(&recur)
-            .hgetall(&rnext)
+            .hgetall(recur)
+            .hgetall(rnext)
             .query_async(&mut self.conn())
             .await
-            .map_err(|err| Error::redis(&recur, "read the recurring schedules", err))?;
+            .map_err(|err| Error::redis(recur, "read the recurring schedules", err))?;
         let mut out = Vec::with_capacity(records.len());
         for (id, rec) in records {
-            let bad = || Error::garbage(&recur, format!("field {id:?} is not a schedule"));
+            let bad = || Error::garbage(recur, format!("field {id:?} is not a schedule"));
             let r = Record::parse(&rec).ok_or_else(bad)?;
             let recurrence = match r.kind {
                 "e" => {
@@ -389,7 +390,7 @@ impl Queue {
                 _ => return Err(bad()),
             };
             let (last, times) = nexts.get(&id).and_then(|s| parse_times(s)).ok_or_else(|| {
-                Error::garbage(&rnext, format!("field {id:?} is not a list of times"))
+                Error::garbage(rnext, format!("field {id:?} is not a list of times"))
             })?;
             out.push(ScheduleInfo {
                 recurrence,
@@ -411,27 +412,31 @@ impl Queue {
 /// queue's clock at the tick that asked. Returns whether any schedule gained times (the
 /// leader then ticks again: some may be due).
 pub(crate) async fn refill(queue: &Queue, token: u64, now: u64) -> Result<bool, Error> {
-    let (recur, rnext, rlow) = (queue.key("recur"), queue.key("rnext"), queue.key("rlow"));
+    let (recur, rnext, rlow) = (
+        queue.key(Key::Recur),
+        queue.key(Key::Rnext),
+        queue.key(Key::Rlow),
+    );
     let ids: Vec<String> = redis::cmd("SRANDMEMBER")
-        .arg(&rlow)
+        .arg(rlow)
         .arg(64)
         .query_async(&mut queue.conn())
         .await
-        .map_err(|err| Error::redis(&rlow, "read the schedules to refill", err))?;
+        .map_err(|err| Error::redis(rlow, "read the schedules to refill", err))?;
     if ids.is_empty() {
         return Ok(false);
     }
     type Fields = Vec<Option<Vec<u8>>>;
     let (records, nexts): (Fields, Fields) = redis::pipe()
         .cmd("HMGET")
-        .arg(&recur)
+        .arg(recur)
         .arg(&ids)
         .cmd("HMGET")
-        .arg(&rnext)
+        .arg(rnext)
         .arg(&ids)
         .query_async(&mut queue.conn())
         .await
-        .map_err(|err| Error::redis(&recur, "read the schedules to refill", err))?;
+        .map_err(|err| Error::redis(recur, "read the schedules to refill", err))?;
     let mut args: Vec<Vec<u8>> = vec![token.to_string().into_bytes()];
     for ((id, rec), next) in ids.iter().zip(records).zip(nexts) {
         let text = next.as_deref().and_then(|n| std::str::from_utf8(n).ok());

@@ -1,7 +1,7 @@
 //! Reading what the scripts answer, and the records they keep.
 
+use super::contract::system_time;
 use super::error::Error;
-use super::queue::system_time;
 use redis::Value;
 use std::time::SystemTime;
 

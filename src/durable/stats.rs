@@ -1,7 +1,7 @@
 //! [`Stats`]: counts of a queue's jobs, its leader, its promotion lag.
 
+use super::contract::system_time;
 use super::error::Error;
-use super::queue::system_time;
 use std::time::{Duration, SystemTime};
 
 /// A look at one queue, from [`Queue::stats`](super::Queue::stats).

@@ -12,8 +12,9 @@
 //! own: it blocks until the list is not empty, moves nothing, and claims nothing, so a
 //! worker that dies while waiting loses nothing, and an idle worker costs no commands.
 
+use super::contract::{system_time, Key};
 use super::error::Error;
-use super::queue::{system_time, Queue};
+use super::queue::Queue;
 use super::reply::Reply;
 use super::scripts::scripts;
 use std::collections::HashMap;
@@ -211,7 +212,7 @@ impl Worker {
             }
             self.wait().await?.await.map_err(|err| {
                 self.waiter = None;
-                Error::redis(&self.queue.key("ready"), "BLMOVE", err)
+                Error::redis(self.queue.key(Key::Ready), "BLMOVE", err)
             })?;
         }
     }
@@ -348,7 +349,7 @@ impl Worker {
 
     /// A future that ends when the ready list is not empty.
     async fn wait(&mut self) -> Result<Wait, Error> {
-        let ready = self.queue.key("ready");
+        let ready = self.queue.key(Key::Ready).to_string();
         let mut conn = match self.waiter.clone() {
             Some(conn) => conn,
             None => {

@@ -248,7 +248,9 @@ fn level_name(level: Option<u8>) -> String {
         None => "staged (due within about 1 s)".to_string(),
         Some(k) => format!(
             "level {k} ({} buckets)",
-            human(Duration::from_millis(super::super::peek::level_width_ms(k)))
+            human(Duration::from_millis(
+                super::super::contract::level_width_ms(k)
+            ))
         ),
     }
 }

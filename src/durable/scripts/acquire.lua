@@ -1,6 +1,6 @@
 -- acquire.lua: a candidate takes the leadership if nobody holds a live lease.
 --
--- KEYS[1]  meta
+-- KEYS     meta (contract.rs, script_keys::LEASE)
 -- ARGV     holder (a name for this process), ttl_ms, busy_ms (the leader's busy lease,
 --          kept in meta's `busy` for the scripts that shorten the lease: lib.lua's flush)
 -- Returns  { 1, token, now, expires } when taken: the fencing token is above every
@@ -10,6 +10,7 @@
 -- Invariant: at any time on the queue's clock at most one lease is live (expires > now),
 -- and only its token passes tick.lua's and renew.lua's checks.
 local now, m = meta({ 'holder', 'expires' })
+local ttl, busy = arg_int(2, 'ttl_ms', 1), arg_int(3, 'busy_ms', 1)
 local expires = number(META, 'expires', m.expires) or 0
 if m.holder and m.holder ~= '' and expires > now then
   return { 0, m.holder, now, expires }
@@ -19,10 +20,11 @@ end
 -- ahead of any count of leaderships kept before (each needs a lease to end first).
 local t = redis.call('TIME')
 local floor = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local token = math.max((number(META, 'token', redis.call('HGET', META, 'token')) or 0) + 1, floor)
+local old = number(META, 'token', redis.call('HGET', META, 'token')) or 0
+local token = math.max(old + 1, floor)
 redis.call('HSET', META, 'token', int(token))
 count('leaderships', 1)
-expires = now + tonumber(ARGV[2])
+expires = now + ttl
 redis.call('HSET', META, 'holder', ARGV[1], 'expires', int(expires), 'armed', 0,
-  'busy', int(tonumber(ARGV[3])))
+  'busy', int(busy))
 return { 1, token, now, expires }

@@ -1,6 +1,7 @@
 -- cancel.lua: removes jobs that have not completed, wherever they are; O(1) per job.
 --
--- KEYS[1]  meta
+-- KEYS     meta, jobs, due, flight, dead, errors (contract.rs,
+--          script_keys::CANCEL); bucket keys are built from meta's prefix
 -- ARGV     ids (one or more)
 -- Returns  for each id, 1 if a job was removed, 0 if the id names none (an id given
 --          twice is removed once).
@@ -8,11 +9,15 @@
 -- Keeps I1-I5. A job in a bucket, staged, in flight or dead is removed from there and its
 -- record deleted; a bucket left empty leaves `due` too (I2). A job in `ready` (a list: no
 -- O(1) removal) becomes a tombstone whose skip count makes a claim drop the stale entry.
--- Jobs of one bucket leave it with one SREM.
-local recs = redis.call('HMGET', JOBS, unpack(ARGV))
+-- A job whose record names a place that does not hold it is removed all the same.
+if #ARGV == 0 then
+  error({ err = 'ERR bad arguments: no ids' })
+end
+-- First every read and check, then every write.
+local recs = read('hash', 'HMGET', JOBS, unpack(ARGV))
 local out, done = {}, {}
-local buckets, order = {}, {}
-local deletes, tombs, errs = {}, {}, {}
+local jobs = {}   -- id, job, place: the jobs to remove
+local errs = {}
 for i = 1, #ARGV do
   local id, rec = ARGV[i], recs[i]
   local j = nil
@@ -21,7 +26,7 @@ for i = 1, #ARGV do
     if j == nil then
       -- A quarantined job (dead, its record unreadable) can be cancelled; any other
       -- unreadable record is an error naming it.
-      if not redis.call('ZSCORE', DEAD, id) then
+      if not read('zset', 'ZSCORE', DEAD, id) then
         garbage(JOBS, unreadable(id))
       end
       j = { loc = 'd', att = 1, skip = 0 }
@@ -32,41 +37,61 @@ for i = 1, #ARGV do
   else
     done[id] = true
     out[i] = 1
-    local skip = j.skip
-    if j.loc == 'd' then
-      redis.call('ZREM', DEAD, id)
-    elseif j.loc == 's' then
-      if redis.call('ZREM', DUE, 'j' .. id) == 0 and redis.call('ZREM', FLIGHT, id) == 0 then
-        skip = skip + 1
-      end
-    else
-      local member = bucket_of(j)
-      if buckets[member] == nil then
-        buckets[member] = {}
-        order[#order + 1] = member
-      end
-      local ids = buckets[member]
-      ids[#ids + 1] = id
+    local place = 'dead'
+    if j.loc ~= 'd' then
+      place = whereis(id, j)
     end
-    if skip > 0 then
-      tombs[#tombs + 1] = id
-      tombs[#tombs + 1] = record({ due = 0, loc = 'x', att = 0, max = 0, skip = skip,
-                                   payload = '' })
-    else
-      deletes[#deletes + 1] = id
-    end
+    jobs[#jobs + 1] = { id, j, place }
     if j.att > 0 then
       errs[#errs + 1] = id
     end
   end
 end
+if #errs > 0 then
+  expect(ERRORS, 'hash')
+end
+for _, x in ipairs(jobs) do
+  if x[3] == 'dead' then
+    expect(DEAD, 'zset')
+  elseif x[3] == 'bucket' then
+    -- whereis checked the bucket; a bucket emptied here leaves `due`.
+    expect(DUE, 'zset')
+  end
+end
+-- Every check passed: the writes. Jobs of one bucket leave it with one SREM.
+local deletes, tombs = {}, {}
+local buckets, order = {}, {}
+for _, x in ipairs(jobs) do
+  local id, j, place = x[1], x[2], x[3]
+  if place == 'dead' then
+    redis.call('ZREM', DEAD, id)
+  elseif place == 'bucket' then
+    local member = bucket_of(j)
+    if buckets[member] == nil then
+      buckets[member] = {}
+      order[#order + 1] = member
+    end
+    local ids = buckets[member]
+    ids[#ids + 1] = id
+  else
+    unplace(id, j, place)
+  end
+  if place == 'ready' then
+    -- Still in the list: a tombstone whose skip count makes a claim drop the entry.
+    tombs[#tombs + 1] = id
+    tombs[#tombs + 1] = record({ due = 0, loc = 'x', att = 0, max = 0, skip = j.skip + 1,
+                                 payload = '' })
+  elseif j.skip > 0 then
+    tombs[#tombs + 1] = id
+    tombs[#tombs + 1] = record({ due = 0, loc = 'x', att = 0, max = 0, skip = j.skip,
+                                 payload = '' })
+  else
+    deletes[#deletes + 1] = id
+  end
+end
 for _, member in ipairs(order) do
   local key = bucket_key(member)
-  local ids = buckets[member]
-  if redis.call('SREM', key, unpack(ids)) ~= #ids then
-    garbage(JOBS, 'jobs ' .. string.format('%q', ids[1]) .. '... name bucket ' .. key
-      .. ', which does not hold them all')
-  end
+  redis.call('SREM', key, unpack(buckets[member]))
   if redis.call('EXISTS', key) == 0 then
     redis.call('ZREM', DUE, member)
   end

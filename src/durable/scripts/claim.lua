@@ -1,6 +1,6 @@
 -- claim.lua: a worker acknowledges finished jobs and takes ready ones under a lease.
 --
--- KEYS[1]  meta
+-- KEYS     meta, jobs, due, ready, flight, dead, errors (contract.rs, script_keys::CLAIM)
 -- ARGV     lease_ms, max, n_acks, then n_acks times: id, attempt
 -- Returns  { now, n_acked, then for each claimed job: id, attempt, due, payload }
 --
@@ -14,15 +14,20 @@
 -- `dead` with an error naming it (lib.lua's quarantine), so one bad record stops no
 -- worker.
 local now, m = meta({ 'armed', 'expires' })
-local lease, max, nacks = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local lease, max, nacks = arg_int(1, 'lease_ms', 1), arg_int(2, 'max', 0), arg_int(3, 'n_acks', 0)
+if #ARGV ~= 3 + 2 * nacks then
+  error({ err = 'ERR bad arguments: ' .. #ARGV .. ' for ' .. nacks .. ' acks' })
+end
 local acks, atts = {}, {}
 for i = 1, nacks do
   acks[i] = ARGV[3 + 2 * i - 1]
-  atts[i] = tonumber(ARGV[3 + 2 * i])
+  atts[i] = arg_int(3 + 2 * i, 'attempt', 0)
 end
+-- First every read and check, then every write: the ready ids are read (LRANGE) and
+-- only taken off the list (LTRIM) once every key the call writes has passed.
 local ids = {}
 if max > 0 then
-  ids = redis.call('LPOP', READY, max) or {}
+  ids = read('list', 'LRANGE', READY, 0, max - 1)
 end
 -- One read of the records of both the acked and the popped jobs.
 local fields = {}
@@ -34,43 +39,31 @@ for i = 1, #ids do
 end
 local recs = {}
 if #fields > 0 then
-  recs = redis.call('HMGET', JOBS, unpack(fields))
+  recs = read('hash', 'HMGET', JOBS, unpack(fields))
 end
-local acked = 0
-local completed = {}
+local held = {}
 if nacks > 0 then
-  local held = redis.call('ZMSCORE', FLIGHT, unpack(acks))
-  local gone, errs = {}, {}
-  for i = 1, nacks do
-    local j = recs[i] and readable(recs[i])
-    if j and held[i] then
-      if j.loc == 's' and j.att == atts[i] then
-        gone[#gone + 1] = acks[i]
-        completed[acks[i]] = true
-        if j.att > 1 then
-          errs[#errs + 1] = acks[i]
-        end
-      end
+  held = read('zset', 'ZMSCORE', FLIGHT, unpack(acks))
+end
+-- The acks that complete a job: the record's attempt is the acked one, and it is in
+-- flight.
+local completed = {}
+local gone, errs = {}, {}
+for i = 1, nacks do
+  local j = recs[i] and readable(recs[i])
+  if j and held[i] and j.loc == 's' and j.att == atts[i] then
+    gone[#gone + 1] = acks[i]
+    completed[acks[i]] = true
+    if j.att > 1 then
+      errs[#errs + 1] = acks[i]
     end
   end
-  if #gone > 0 then
-    redis.call('ZREM', FLIGHT, unpack(gone))
-    redis.call('HDEL', JOBS, unpack(gone))
-    acked = #gone
-    count('acked', acked)
-  end
-  if #errs > 0 then
-    redis.call('HDEL', ERRORS, unpack(errs))
-  end
 end
-local out = { now, acked }
-if #ids == 0 then
-  return out
-end
-local writes, flight, tomb = {}, {}, {}
+-- The claims. An id can come twice in one pop (a stale entry, then a live one): its
+-- record is parsed once and changed in place.
+local out = { now, #gone }
+local writes, flight, tomb, bad = {}, {}, {}, {}
 local ends = now + lease
--- An id can come twice in one pop (a stale entry, then a live one): its record is
--- parsed once and changed in place.
 local parsed = {}
 for i = 1, #ids do
   local id, rec = ids[i], recs[nacks + i]
@@ -78,7 +71,7 @@ for i = 1, #ids do
   if j == nil and rec and not completed[id] then
     j = readable(rec)
     if j == nil then
-      quarantine(id, now)
+      bad[#bad + 1] = id
       j = { loc = 'gone' }
     end
     parsed[id] = j
@@ -110,6 +103,32 @@ for id, j in pairs(parsed) do
     writes[#writes + 1] = record(j)
   end
 end
+-- Every key written below is checked first (`ready` and `jobs` by their reads, `flight`
+-- by its read when acks came); `due` by the first write itself.
+if #errs > 0 or #bad > 0 then
+  expect(ERRORS, 'hash')
+end
+if #bad > 0 then
+  expect(DEAD, 'zset')
+end
+if #flight > 0 then
+  expect(FLIGHT, 'zset')
+end
+local lowered = #flight > 0 and first_write('zset', 'ZADD', DUE, 'LT', 'CH', ends, M_LEASE) == 1
+if #ids > 0 then
+  redis.call('LTRIM', READY, #ids, -1)
+end
+if #gone > 0 then
+  redis.call('ZREM', FLIGHT, unpack(gone))
+  redis.call('HDEL', JOBS, unpack(gone))
+  count('acked', #gone)
+end
+if #errs > 0 then
+  redis.call('HDEL', ERRORS, unpack(errs))
+end
+for _, id in ipairs(bad) do
+  quarantine(id, now)
+end
 if #writes > 0 then
   redis.call('HSET', JOBS, unpack(writes))
 end
@@ -119,7 +138,7 @@ end
 if #flight > 0 then
   redis.call('ZADD', FLIGHT, unpack(flight))
   count('delivered', #flight / 2)
-  if redis.call('ZADD', DUE, 'LT', 'CH', ends, 'l') == 1 then
+  if lowered then
     local armed = tonumber(m.armed) or 0
     if armed > 0 and ends < armed then
       redis.call('HSET', META, 'armed', int(ends))

@@ -1,6 +1,7 @@
 -- fail.lua: a worker reports that a delivery's handler failed.
 --
--- KEYS[1]  meta
+-- KEYS     meta, jobs, due, ready, flight, dead, errors (contract.rs,
+--          script_keys::FAIL); bucket keys are built from meta's prefix
 -- ARGV     id, attempt, backoff_ms, error
 -- Returns  { now, outcome }: 1 retried after backoff_ms, 2 dead (it was the last
 --          attempt), 0 the delivery no longer holds the job (its lease ended, or it was
@@ -11,15 +12,31 @@
 -- to `dead` with loc 'd'. The error text is kept in `errors` until the job completes or
 -- is removed.
 local now, m = meta({ 'armed', 'expires', 'busy' })
-local id, attempt = ARGV[1], tonumber(ARGV[2])
-local rec = redis.call('HGET', JOBS, id)
+local id = ARGV[1]
+local attempt = arg_int(2, 'attempt', 1)
+local backoff = arg_int(3, 'backoff_ms', 0)
+if #ARGV ~= 4 then
+  error({ err = 'ERR bad arguments: ' .. #ARGV .. ', not id, attempt, backoff, error' })
+end
+-- First every read and check, then every write.
+local rec = read('hash', 'HGET', JOBS, id)
 if not rec then
   return { now, 0 }
 end
 local j = parse(id, rec)
-if j.loc ~= 's' or j.att ~= attempt or redis.call('ZREM', FLIGHT, id) == 0 then
+if j.loc ~= 's' or j.att ~= attempt or not read('zset', 'ZSCORE', FLIGHT, id) then
   return { now, 0 }
 end
+expect(ERRORS, 'hash')
+local b = batch()
+if j.att >= j.max then
+  expect(DEAD, 'zset')
+else
+  j.due = now + backoff
+  insert(b, id, j, now, horizon(now + LEAD))
+  check_batch(b)
+end
+redis.call('ZREM', FLIGHT, id)
 redis.call('HSET', ERRORS, id, ARGV[4])
 if j.att >= j.max then
   j.loc = 'd'
@@ -28,9 +45,6 @@ if j.att >= j.max then
   count('died', 1)
   return { now, 2 }
 end
-j.due = now + tonumber(ARGV[3])
-local b = batch()
-insert(b, id, j, now, horizon(now + LEAD))
-flush(b, now, m)
+flush(b, now, m, true)
 count('retried', 1)
 return { now, 1 }

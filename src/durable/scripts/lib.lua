@@ -1,9 +1,20 @@
--- lib.lua: shared by every script of `tickless::durable`; the Rust side prepends it to
--- each script before loading, so each script is one atomic EVAL.
+-- lib.lua: shared by every script of `tickless::durable`. The Rust side (scripts.rs)
+-- puts each script's text first, as the body of a function `main`, behind a one-line
+-- header, then this file, then `return main()`: so each script is one atomic EVAL, and
+-- Redis's line numbers are the script file's (a line of this file is named
+-- `lib.lua:<line>` in the error the Rust side shows). Every `function name(...)` of this
+-- file assigns a local the header declared; state of this file alone is `local` here.
 --
--- KEYS[1] is always the queue's meta hash, `tickless:{<queue>}:meta`; every other key of
--- the queue is built from the same prefix, so all of them carry the queue's hash tag and
--- live in one Redis Cluster slot.
+-- The header (contract.rs, `lua_header`) names the keys the script declares in KEYS
+-- (META, JOBS, DUE, READY, FLIGHT, DEAD, ERRORS, RECUR, RNEXT, RLOW; an undeclared one is
+-- nil), the queue's prefix P (KEYS[1] is always meta, `tickless:{<queue>}:meta`), the
+-- wake CHANNEL, the `due` member prefixes (M_BUCKET, M_STAGED, M_RECUR, M_LEASE) and
+-- bucket keys' (BUCKET), and the wheel's constants: level k has buckets W0 * SPAN^k ms
+-- wide, KMAX is the top level, a bucket is drained LEAD ms before its start, at most
+-- DRAIN jobs per call; RLOW_AT is below; BUSY stands in for meta's `busy` (the leader's
+-- busy lease, which acquire.lua writes) in a meta written before that field existed.
+-- Bucket keys are the only keys built here (bucket_key): a script cannot know them
+-- before it has read `due`.
 --
 -- Invariants kept by every script that moves a job (see src/durable/mod.rs for the whole
 -- design):
@@ -21,44 +32,77 @@
 --   I6. Nothing reaches `ready` before its due time by this queue's clock (Redis TIME,
 --       or the manual clock in meta's `clock` field, which only tests set).
 
-local P = string.sub(KEYS[1], 1, -5)
-local META = KEYS[1]
-local JOBS, DUE, READY = P .. 'jobs', P .. 'due', P .. 'ready'
-local FLIGHT, DEAD, ERRORS = P .. 'flight', P .. 'dead', P .. 'errors'
-local CHANNEL = P .. 'wake'
-
--- The wheel: level k has buckets W0 * SPAN^k ms wide; KMAX is the top level.
-local W0, SPAN, KMAX = 1024, 64, 6
--- A bucket is drained LEAD ms before its start, into the staged window.
-local LEAD = 256
--- A bucket is drained at most DRAIN jobs per script call.
-local DRAIN = 256
--- A leader lease shortened for near work ends no later than now + the leader's busy
--- lease, which the leader passes to acquire.lua and which meta's `busy` keeps for every
--- script that schedules; BUSY is the default (`LeaderOptions::busy_lease`'s) for a meta
--- written before there was a `busy` field.
-local BUSY = 750
-
-local function int(n)
+function int(n)
   return string.format('%d', n)
 end
 
-local function garbage(key, what)
+function garbage(key, what)
   error({ err = 'GARBAGE in ' .. key .. ': ' .. what })
 end
+
+-- The keys this call has found to hold the right type (or nothing), by name.
+local TYPED = {}
 
 -- Raises GARBAGE for `key` if it holds a type other than `want` (a missing key is
 -- fine). A script checks every key it will write before its first write, so that it
 -- either changes nothing or finishes (Redis does not undo a script's writes when a later
--- command of it fails).
-local function expect(key, want)
+-- command of it fails). A key checked or read already in this call is not asked again.
+function expect(key, want)
+  if TYPED[key] then
+    return
+  end
   local found = redis.call('TYPE', key)['ok']
   if found ~= 'none' and found ~= want then
     garbage(key, 'expected a ' .. want .. ', found a ' .. found)
   end
+  TYPED[key] = true
 end
 
-local function number(key, field, value)
+-- Runs the read-only command `cmd` on `key`, which should hold a `want`: its answer, or
+-- GARBAGE naming the key if it holds another type (where Redis would say WRONGTYPE
+-- without naming it). The key then counts as checked (see `expect`).
+function read(want, cmd, key, ...)
+  local r = redis.pcall(cmd, key, ...)
+  if type(r) == 'table' and r.err then
+    expect(key, want)
+    error(r)
+  end
+  TYPED[key] = true
+  return r
+end
+
+-- A script's first write, under read's naming: if `key` holds another type than `want`,
+-- GARBAGE naming it, and the script has changed nothing. (Saves the TYPE that `expect`
+-- would ask first, where a script writes a key it does not read.)
+function first_write(want, cmd, key, ...)
+  return read(want, cmd, key, ...)
+end
+
+-- ARGV[i] as an integer at least `min`, or an error naming the argument (the Rust side
+-- never sends one that is not: this guards the scripts against other callers).
+function arg_int(i, what, min)
+  local n = tonumber(ARGV[i])
+  if n == nil or n ~= math.floor(n) or n < (min or 0) then
+    error({ err = 'ERR bad argument ' .. i .. ' (' .. what .. '): '
+      .. string.format('%q', tostring(ARGV[i])) })
+  end
+  return n
+end
+
+-- ARGV[i] when it is a time argument: 'a<ms>' (at that time) or 'r<us>' (that long
+-- after the clock's last reading: see due_after), as the due time in ms.
+function arg_when(i)
+  local kind, t = string.match(ARGV[i] or '', '^([ar])(%d+)$')
+  if kind == nil then
+    error({ err = 'ERR bad argument ' .. i .. ' (when): ' .. string.format('%q', tostring(ARGV[i])) })
+  end
+  if kind == 'r' then
+    return due_after(tonumber(t))
+  end
+  return tonumber(t)
+end
+
+function number(key, field, value)
   if value == false or value == nil then
     return nil
   end
@@ -74,7 +118,7 @@ end
 local CLOCK_S, CLOCK_US = 0, 0
 
 -- Milliseconds on this queue's clock, rounded down ("now" never runs ahead).
-local function clock(manual)
+function clock(manual)
   if manual then
     CLOCK_S, CLOCK_US = math.floor(manual / 1000), (manual % 1000) * 1000
     return manual
@@ -88,7 +132,7 @@ end
 -- reading: never before that instant, to the microsecond. (Counted from "now" in whole
 -- ms, it could be due up to 0.999 ms early.) Exact in doubles below 2^50 us (35 years);
 -- past that, a millisecond later than the rounded sum, which is never early either.
-local function due_after(us)
+function due_after(us)
   if us <= 0 then
     -- Due at the reading itself: due now, by the clock's own (rounded down) "now".
     return CLOCK_S * 1000 + math.floor(CLOCK_US / 1000)
@@ -100,12 +144,12 @@ local function due_after(us)
 end
 
 -- Reads meta fields `names` and "now"; numbers where the field must be a number.
-local function meta(names)
+function meta(names)
   local all = { 'clock' }
   for i = 1, #names do
     all[#all + 1] = names[i]
   end
-  local values = redis.call('HMGET', META, unpack(all))
+  local values = read('hash', 'HMGET', META, unpack(all))
   local out = {}
   for i = 2, #all do
     out[all[i]] = values[i]
@@ -114,12 +158,12 @@ local function meta(names)
 end
 
 -- The end of the level-0 slot holding `t`: jobs due before it are staged.
-local function horizon(t)
+function horizon(t)
   return (math.floor(t / W0) + 1) * W0
 end
 
 -- The coarsest level whose bucket for `due` starts at or after `h` (I2).
-local function place(due, h)
+function place(due, h)
   local k, w, start = 0, W0, math.floor(due / W0) * W0
   while k < KMAX do
     local w2 = w * SPAN
@@ -133,7 +177,7 @@ local function place(due, h)
 end
 
 -- A job record (I1) as a table, or nil if `rec` is not one.
-local function readable(rec)
+function readable(rec)
   local due, loc, att, max, skip, pos =
     string.match(rec, '^(%d+)|([%dsdx])|(%d+)|(%d+)|(%d+)|()')
   if due == nil then
@@ -143,12 +187,12 @@ local function readable(rec)
            skip = tonumber(skip), payload = string.sub(rec, pos) }
 end
 
-local function unreadable(id)
+function unreadable(id)
   return 'field ' .. string.format('%q', id) .. ' is not a job record'
 end
 
 -- For calls a user makes: an unreadable record is an error naming it.
-local function parse(id, rec)
+function parse(id, rec)
   local j = readable(rec)
   if j == nil then
     garbage(JOBS, unreadable(id))
@@ -156,61 +200,90 @@ local function parse(id, rec)
   return j
 end
 
--- For the leader and workers, which must go on: a job whose record cannot be read is
--- put in `dead` (its record left as found), with an error naming it, and skipped.
 -- Adds `by` to meta's counter `n_<name>` (what /metrics reports, cluster-wide): one
 -- HINCRBY, only when there is something to count.
-local function count(name, by)
+function count(name, by)
   if by > 0 then
-    redis.call('HINCRBY', META, 'n_' .. name, by)
+    local r = redis.pcall('HINCRBY', META, 'n_' .. name, by)
+    if type(r) == 'table' and r.err then
+      -- A counter that is not an integer starts again, rather than fail a script that
+      -- has written already (meta's type was checked when the script read it).
+      redis.call('HSET', META, 'n_' .. name, by)
+    end
   end
 end
 
-local function quarantine(id, now)
+-- For the leader and workers, which must go on: a job whose record cannot be read is
+-- put in `dead` (its record left as found), with an error naming it, and skipped. The
+-- caller has checked `dead` and `errors` (quarantine_check).
+function quarantine(id, now)
   count('quarantined', 1)
   redis.call('ZADD', DEAD, now, id)
   redis.call('HSET', ERRORS, id, 'garbage in ' .. JOBS .. ': ' .. unreadable(id))
 end
 
-local function record(j)
+function quarantine_check()
+  expect(DEAD, 'zset')
+  expect(ERRORS, 'hash')
+end
+
+function record(j)
   return int(j.due) .. '|' .. j.loc .. '|' .. int(j.att) .. '|' .. int(j.max) .. '|'
     .. int(j.skip) .. '|' .. j.payload
 end
 
-local function bucket_key(member)
-  return P .. 'b:' .. string.sub(member, 2)
+function bucket_key(member)
+  return P .. BUCKET .. string.sub(member, 2)
 end
 
 -- The `due` member of the bucket a job with a level digit as loc is in (I2).
-local function bucket_of(j)
+function bucket_of(j)
   local w = W0 * SPAN ^ tonumber(j.loc)
-  return 'b' .. j.loc .. ':' .. int(math.floor(j.due / w) * w)
+  return M_BUCKET .. j.loc .. ':' .. int(math.floor(j.due / w) * w)
 end
 
--- Takes job `j` (id `id`) out of its bucket or the staged window. Returns true if it was
--- there, false if it is ready or in flight (loc 's' and not staged).
-local function unplace(id, j)
-  if j.loc == 's' then
-    return redis.call('ZREM', DUE, 'j' .. id) == 1
+-- Where job `j` (id `id`, loc neither 'x' nor 'd') is, found by reads only: 'bucket'
+-- (its key checked), 'staged', 'flight' or 'ready' (loc 's', neither staged nor in
+-- flight). A job whose bucket does not hold it is taken as in its bucket: unplace then
+-- has nothing to remove, and the job is placed anew or removed as the caller says.
+function whereis(id, j)
+  if j.loc ~= 's' then
+    expect(bucket_key(bucket_of(j)), 'set')
+    return 'bucket'
   end
-  local member = bucket_of(j)
-  local key = bucket_key(member)
-  if redis.call('SREM', key, id) == 0 then
-    garbage(JOBS, 'job ' .. string.format('%q', id) .. ' names bucket ' .. key
-      .. ', which does not hold it')
+  if read('zset', 'ZSCORE', DUE, M_STAGED .. id) then
+    return 'staged'
   end
-  if redis.call('EXISTS', key) == 0 then
-    redis.call('ZREM', DUE, member)
+  if read('zset', 'ZSCORE', FLIGHT, id) then
+    return 'flight'
   end
-  return true
+  return 'ready'
+end
+
+-- Takes job `j` out of `place` (whereis's answer; a ready job stays in the list, the
+-- caller counts it in skip); a bucket left empty leaves `due` (I2). Writes: the caller
+-- has checked every key first.
+function unplace(id, j, place)
+  if place == 'staged' then
+    redis.call('ZREM', DUE, M_STAGED .. id)
+  elseif place == 'flight' then
+    redis.call('ZREM', FLIGHT, id)
+  elseif place == 'bucket' then
+    local member = bucket_of(j)
+    local key = bucket_key(member)
+    redis.call('SREM', key, id)
+    if redis.call('EXISTS', key) == 0 then
+      redis.call('ZREM', DUE, member)
+    end
+  end
 end
 
 -- Changes collected by a script and applied with one command per kind.
-local function batch()
+function batch()
   return { sets = {}, order = {}, staged = {}, ready = {}, writes = {}, wake = nil }
 end
 
-local function wake_at(b, t)
+function wake_at(b, t)
   if b.wake == nil or t < b.wake then
     b.wake = t
   end
@@ -218,19 +291,19 @@ end
 
 -- Puts job `j` (id `id`) where its due time says, relative to `now` and horizon `h`,
 -- and queues its record for writing. Returns nothing; `flush` applies it.
-local function insert(b, id, j, now, h)
+function insert(b, id, j, now, h)
   if j.due <= now then
     j.loc = 's'
     b.ready[#b.ready + 1] = id
   elseif j.due < h then
     j.loc = 's'
     b.staged[#b.staged + 1] = j.due
-    b.staged[#b.staged + 1] = 'j' .. id
+    b.staged[#b.staged + 1] = M_STAGED .. id
     wake_at(b, j.due)
   else
     local k, start = place(j.due, h)
     j.loc = int(k)
-    local member = 'b' .. int(k) .. ':' .. int(start)
+    local member = M_BUCKET .. int(k) .. ':' .. int(start)
     local ids = b.sets[member]
     if ids == nil then
       ids = {}
@@ -244,15 +317,14 @@ local function insert(b, id, j, now, h)
 end
 
 -- Checks, before anything is written, every key `flush` will write for batch `b` (and
--- only those: a bad key that a call does not touch does not stop it). `jobs` is never
--- checked: a record is only written after the script read it (HGET/HMGET fail first on
--- a wrong type), and neither is a key in `read`, which the caller has read already.
-local function check_batch(b, read)
-  read = read or {}
-  if (#b.order > 0 or #b.staged > 0) and not read[DUE] then
+-- only those: a bad key that a call does not touch does not stop it). `jobs` and `meta`
+-- are not checked: a record is only written after the script read it, and meta is read
+-- by every script first (`meta`), which names either if it is of the wrong type.
+function check_batch(b)
+  if #b.order > 0 or #b.staged > 0 then
     expect(DUE, 'zset')
   end
-  if #b.ready > 0 and not read[READY] then
+  if #b.ready > 0 then
     expect(READY, 'list')
   end
   for _, pair in ipairs(b.order) do
@@ -265,7 +337,7 @@ end
 -- known to wake for), `expires` and `busy` (`nil`: no leader to tell); an earlier new
 -- wake is published on the queue's channel, and shortens the leader's lease to
 -- max(wake, now + busy) so that a dead leader is replaced in time.
-local function flush(b, now, m, checked)
+function flush(b, now, m, checked)
   if not checked then
     check_batch(b)
   end
@@ -312,11 +384,8 @@ end
 -- R1. An occurrence t becomes the job `<id>@t`, created by the same (fenced) tick that
 --     moves `last` to t; `rnext` only ever holds times after `last`, and appends only
 --     later ones: so each occurrence becomes at most one job, however leaders change.
-local RECUR, RNEXT, RLOW = P .. 'recur', P .. 'rnext', P .. 'rlow'
-local RLOW_AT = 8
-
 -- A schedule record as a table, or nil if `rec` is not one.
-local function recur_spec(rec)
+function recur_spec(rec)
   local kind, policy, max, period, spec, pos =
     string.match(rec, '^([ec])|([bds])|(%d+)|(%d+)|([^|]*)|()')
   if kind == nil then
@@ -327,7 +396,7 @@ local function recur_spec(rec)
 end
 
 -- `last:t1,t2,...` as last and a list, or nil if it is not that.
-local function recur_times(s)
+function recur_times(s)
   local last, rest = string.match(s, '^(%d+):([%d,]*)$')
   if last == nil then
     return nil
@@ -339,7 +408,7 @@ local function recur_times(s)
   return tonumber(last), ts
 end
 
-local function recur_value(last, ts, from)
+function recur_value(last, ts, from)
   local parts = {}
   for i = from, #ts do
     parts[#parts + 1] = int(ts[i])
@@ -351,7 +420,7 @@ end
 -- `now`: jobs go into batch `b` (as `insert` does, so `flush` writes them), and their
 -- lags into `lags`. Returns the plan for recur_write and the budget left. Reads only:
 -- the caller writes after every check (recur_check).
-local function recur_take(rs, now, h, b, lags, budget)
+function recur_take(rs, now, h, b, lags, budget)
   local plan = { next = {}, rescore = {}, drop = {}, low = {}, more = false }
   if #rs == 0 then
     return plan, budget
@@ -359,8 +428,8 @@ local function recur_take(rs, now, h, b, lags, budget)
   -- Checked by name first (HMGET would fail too, but with a bare WRONGTYPE).
   expect(RECUR, 'hash')
   expect(RNEXT, 'hash')
-  local recs = redis.call('HMGET', RECUR, unpack(rs))
-  local nexts = redis.call('HMGET', RNEXT, unpack(rs))
+  local recs = read('hash', 'HMGET', RECUR, unpack(rs))
+  local nexts = read('hash', 'HMGET', RNEXT, unpack(rs))
   local jobs = {}   -- { id, t, spec } per occurrence to run
   for i = 1, #rs do
     local id = rs[i]
@@ -372,7 +441,7 @@ local function recur_take(rs, now, h, b, lags, budget)
     if s == nil or last == nil then
       -- Unscheduled, or not ours: stop waking for it (the record is left as found, and
       -- `Queue::schedules` names it).
-      plan.drop[#plan.drop + 1] = 'r' .. id
+      plan.drop[#plan.drop + 1] = M_RECUR .. id
     else
       local run = {}
       local k = 0
@@ -432,7 +501,7 @@ local function recur_take(rs, now, h, b, lags, budget)
         plan.next[#plan.next + 1] = id
         plan.next[#plan.next + 1] = recur_value(last, ts, k + 1)
         plan.rescore[#plan.rescore + 1] = ts[k + 1]
-        plan.rescore[#plan.rescore + 1] = 'r' .. id
+        plan.rescore[#plan.rescore + 1] = M_RECUR .. id
         if ts[k + 1] <= now then
           plan.more = true
         end
@@ -441,7 +510,7 @@ local function recur_take(rs, now, h, b, lags, budget)
           plan.next[#plan.next + 1] = id
           plan.next[#plan.next + 1] = recur_value(last, ts, k + 1)
         end
-        plan.drop[#plan.drop + 1] = 'r' .. id
+        plan.drop[#plan.drop + 1] = M_RECUR .. id
       end
     end
   end
@@ -450,7 +519,7 @@ local function recur_take(rs, now, h, b, lags, budget)
     for x = 1, #jobs do
       ids[x] = jobs[x][1]
     end
-    local old = redis.call('HMGET', JOBS, unpack(ids))
+    local old = read('hash', 'HMGET', JOBS, unpack(ids))
     for x = 1, #jobs do
       local jid, t, s = jobs[x][1], jobs[x][2], jobs[x][3]
       local o = old[x] and readable(old[x])
@@ -467,13 +536,13 @@ end
 
 -- Checks the keys recur_write will write that recur_take has not checked (it checked
 -- `recur` and `rnext`; the caller checks `due`).
-local function recur_check(plan)
+function recur_check(plan)
   if #plan.low > 0 then
     expect(RLOW, 'set')
   end
 end
 
-local function recur_write(plan)
+function recur_write(plan)
   if #plan.next > 0 then
     redis.call('HSET', RNEXT, unpack(plan.next))
   end

@@ -1,7 +1,7 @@
 -- recur_fill.lua: the leader appends occurrences to cron schedules that run low
 -- (lib.lua, "Recurring schedules"); fenced like tick.lua.
 --
--- KEYS[1]  meta
+-- KEYS     meta, recur, rnext, due, rlow (contract.rs, script_keys::RECUR)
 -- ARGV     token, then triples: id, the `rnext` value the times were computed from (''
 --          if it had none), times ('t1,t2,...'; '' when the Rust side cannot compute
 --          any: the schedule then waits, out of `rlow`, until it is set again)
@@ -15,6 +15,9 @@ local now, m = meta({ 'token', 'expires' })
 if m.token ~= ARGV[1] or (tonumber(m.expires) or 0) <= now then
   return { 0 }
 end
+if #ARGV % 3 ~= 1 then
+  error({ err = 'ERR bad arguments: ' .. #ARGV .. ', not a token and triples' })
+end
 local n = math.floor((#ARGV - 1) / 3)
 local ids = {}
 for i = 1, n do
@@ -24,8 +27,7 @@ local out = { 1 }
 if n == 0 then
   return out
 end
-expect(RNEXT, 'hash')
-local nexts = redis.call('HMGET', RNEXT, unpack(ids))
+local nexts = read('hash', 'HMGET', RNEXT, unpack(ids))
 expect(DUE, 'zset')
 expect(RLOW, 'set')
 for i = 1, n do
@@ -53,7 +55,7 @@ for i = 1, n do
       redis.call('HSET', RNEXT, id, recur_value(last, ts, 1))
     end
     if #ts > 0 then
-      redis.call('ZADD', DUE, ts[1], 'r' .. id)
+      redis.call('ZADD', DUE, ts[1], M_RECUR .. id)
     end
     redis.call('SREM', RLOW, id)
   end

@@ -1,6 +1,6 @@
 -- recur_set.lua: sets a recurring schedule (lib.lua, "Recurring schedules").
 --
--- KEYS[1]  meta
+-- KEYS     meta, recur, rnext, due, rlow (contract.rs, script_keys::RECUR)
 -- ARGV     id, record (`kind|policy|max|period|spec|payload`), first: 'r<us>' (an
 --          `every` schedule: its first occurrence that many microseconds from now) or
 --          'c<t1>,<t2>,...' (a cron schedule: its next occurrences, computed in Rust;
@@ -10,8 +10,11 @@
 --          none of them), 1 if the schedule is new or replaced (counted from now on).
 local now, m = meta({ 'armed', 'expires', 'busy' })
 local id, rec, first = ARGV[1], ARGV[2], ARGV[3]
-expect(RECUR, 'hash')
-local old = redis.call('HGET', RECUR, id)
+if recur_spec(rec or '') == nil or not (string.match(first or '', '^r%d+$')
+    or string.match(first or '', '^c[%d,]*$')) then
+  error({ err = 'ERR bad arguments: not a schedule record and its first occurrences' })
+end
+local old = read('hash', 'HGET', RECUR, id)
 if old == rec then
   return { now, 0 }
 end
@@ -20,7 +23,7 @@ expect(DUE, 'zset')
 expect(RLOW, 'set')
 local ts = {}
 if string.sub(first, 1, 1) == 'r' then
-  ts[1] = due_after(tonumber(string.sub(first, 2)))
+  ts[1] = arg_when(3)
 else
   for t in string.gmatch(string.sub(first, 2), '%d+') do
     local n = tonumber(t)
@@ -32,12 +35,12 @@ end
 redis.call('HSET', RECUR, id, rec)
 redis.call('HSET', RNEXT, id, recur_value(now, ts, 1))
 if #ts > 0 then
-  redis.call('ZADD', DUE, ts[1], 'r' .. id)
+  redis.call('ZADD', DUE, ts[1], M_RECUR .. id)
   local b = batch()
   wake_at(b, ts[1])
   flush(b, now, m, true)
 else
-  redis.call('ZREM', DUE, 'r' .. id)
+  redis.call('ZREM', DUE, M_RECUR .. id)
 end
 if string.sub(rec, 1, 1) == 'c' and #ts < RLOW_AT then
   redis.call('SADD', RLOW, id)

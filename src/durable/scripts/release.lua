@@ -1,6 +1,6 @@
 -- release.lua: the leader steps down, and tells the candidates at once.
 --
--- KEYS[1]  meta
+-- KEYS     meta (contract.rs, script_keys::LEASE)
 -- ARGV     token
 -- Returns  1 if the caller's leadership was the current one and is now released, else 0.
 local now, m = meta({ 'token' })

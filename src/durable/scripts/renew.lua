@@ -1,6 +1,6 @@
 -- renew.lua: the leader extends its lease, and leaves its promotion lag figures.
 --
--- KEYS[1]  meta
+-- KEYS     meta (contract.rs, script_keys::LEASE)
 -- ARGV     token, ttl_ms, lag_p50_ms, lag_p99_ms, promoted
 -- Returns  { 1, now, expires } if renewed; { 0, now } if the lease ended or another
 --          leadership began (the caller is no longer the leader and must stop moving).
@@ -8,11 +8,15 @@
 -- A lease shortened (work came near) is published, so that candidates sleeping until
 -- its old end look again at its new one.
 local now, m = meta({ 'token', 'expires' })
+local ttl = arg_int(2, 'ttl_ms', 1)
+for i = 3, 5 do
+  arg_int(i, 'a lag figure', 0)
+end
 local old = number(META, 'expires', m.expires) or 0
 if m.token ~= ARGV[1] or old <= now then
   return { 0, now }
 end
-local expires = now + tonumber(ARGV[2])
+local expires = now + ttl
 redis.call('HSET', META, 'expires', int(expires), 'lag_p50', ARGV[3], 'lag_p99', ARGV[4],
   'promoted', ARGV[5])
 if expires < old then

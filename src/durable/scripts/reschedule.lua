@@ -1,6 +1,7 @@
 -- reschedule.lua: moves a waiting job to a new due time; O(1).
 --
--- KEYS[1]  meta
+-- KEYS     meta, jobs, due, ready, flight (contract.rs,
+--          script_keys::RESCHEDULE); bucket keys are built from meta's prefix
 -- ARGV     id, when ('a<ms>' or 'r<us>', as in schedule.lua)
 -- Returns  { now, 1 } if the job was waiting (in a bucket, staged or ready) and now waits
 --          for the new time; { now, 0 } if the id names no job, a job in flight (its
@@ -9,8 +10,11 @@
 -- Keeps I1-I5: the job leaves its place (a ready one leaves a stale entry, counted in
 -- skip) and is inserted as schedule.lua would, keeping its attempts and payload.
 local now, m = meta({ 'armed', 'expires', 'busy' })
-local id, when = ARGV[1], ARGV[2]
-local rec = redis.call('HGET', JOBS, id)
+local id = ARGV[1]
+local due = arg_when(2)
+-- First every read and check (the job's place, the keys its new place needs), then
+-- every write.
+local rec = read('hash', 'HGET', JOBS, id)
 if not rec then
   return { now, 0 }
 end
@@ -18,18 +22,21 @@ local j = parse(id, rec)
 if j.loc == 'x' or j.loc == 'd' then
   return { now, 0 }
 end
-if not unplace(id, j) then
-  if redis.call('ZSCORE', FLIGHT, id) then
-    return { now, 0 }
-  end
-  j.skip = j.skip + 1
+local place = whereis(id, j)
+if place == 'flight' then
+  return { now, 0 }
 end
-local t = tonumber(string.sub(when, 2))
-j.due = t
-if string.sub(when, 1, 1) == 'r' then
-  j.due = due_after(t)
+if place == 'bucket' then
+  expect(DUE, 'zset')
+end
+local moved = { due = due, loc = 's', att = j.att, max = j.max, skip = j.skip,
+                payload = j.payload }
+if place == 'ready' then
+  moved.skip = moved.skip + 1
 end
 local b = batch()
-insert(b, id, j, now, horizon(now + LEAD))
-flush(b, now, m)
+insert(b, id, moved, now, horizon(now + LEAD))
+check_batch(b)
+unplace(id, j, place)
+flush(b, now, m, true)
 return { now, 1 }

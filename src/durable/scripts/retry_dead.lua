@@ -1,6 +1,7 @@
 -- retry_dead.lua: gives a dead job a new set of attempts, due now.
 --
--- KEYS[1]  meta
+-- KEYS     meta, jobs, due, ready, dead (contract.rs,
+--          script_keys::RETRY_DEAD); bucket keys are built from meta's prefix
 -- ARGV     id
 -- Returns  1 if the job was dead and is now ready, else 0.
 --
@@ -8,7 +9,7 @@
 -- kept until it completes.
 local now, m = meta({ 'armed', 'expires', 'busy' })
 local id = ARGV[1]
-local rec = redis.call('HGET', JOBS, id)
+local rec = read('hash', 'HGET', JOBS, id)
 if not rec then
   return 0
 end
@@ -16,10 +17,13 @@ local j = parse(id, rec)
 if j.loc ~= 'd' then
   return 0
 end
-redis.call('ZREM', DEAD, id)
 j.att = 0
 j.due = now
 local b = batch()
 insert(b, id, j, now, horizon(now + LEAD))
-flush(b, now, m)
+-- Checked before the first write: `dead`, and where the job goes.
+expect(DEAD, 'zset')
+check_batch(b)
+redis.call('ZREM', DEAD, id)
+flush(b, now, m, true)
 return 1

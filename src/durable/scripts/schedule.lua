@@ -1,6 +1,7 @@
 -- schedule.lua: adds jobs, each unless its id already names a job (idempotent on id).
 --
--- KEYS[1]  meta
+-- KEYS     meta, jobs, due, ready (contract.rs,
+--          script_keys::SCHEDULE); bucket keys are built from meta's prefix
 -- ARGV     n, then n times: id, when, max_attempts, payload
 --          when is 'a<ms>' (due at that time on the queue's clock) or 'r<us>' (due that
 --          many microseconds from now, to the microsecond: see lib.lua's due_after)
@@ -11,18 +12,26 @@
 -- id whose record is a tombstone is reused, and its skip count carried over (I5).
 local now, m = meta({ 'armed', 'expires', 'busy' })
 local h = horizon(now + LEAD)
-local n = tonumber(ARGV[1])
-local ids = {}
-for i = 1, n do
-  ids[i] = ARGV[2 + (i - 1) * 4]
+-- Every argument is checked before anything is written (so is every key: `jobs` by its
+-- read, the rest by flush's check_batch).
+local n = arg_int(1, 'n', 1)
+if #ARGV ~= 1 + 4 * n then
+  error({ err = 'ERR bad arguments: ' .. #ARGV .. ' for ' .. n .. ' jobs' })
 end
-local recs = redis.call('HMGET', JOBS, unpack(ids))
+local ids, dues, maxes = {}, {}, {}
+for i = 1, n do
+  local base = 2 + (i - 1) * 4
+  ids[i] = ARGV[base]
+  dues[i] = arg_when(base + 1)
+  maxes[i] = arg_int(base + 2, 'max_attempts', 1)
+end
+local recs = read('hash', 'HMGET', JOBS, unpack(ids))
 local b = batch()
 local out = { now }
 local seen = {}
 for i = 1, n do
   local base = 2 + (i - 1) * 4
-  local id, when = ARGV[base], ARGV[base + 1]
+  local id = ids[i]
   local skip = 0
   local taken = seen[id]
   if not taken and recs[i] then
@@ -33,12 +42,7 @@ for i = 1, n do
   if taken then
     out[#out + 1] = 0
   else
-    local t = tonumber(string.sub(when, 2))
-    local due = t
-    if string.sub(when, 1, 1) == 'r' then
-      due = due_after(t)
-    end
-    insert(b, id, { due = due, loc = 's', att = 0, max = tonumber(ARGV[base + 2]),
+    insert(b, id, { due = dues[i], loc = 's', att = 0, max = maxes[i],
                     skip = skip, payload = ARGV[base + 3] }, now, h)
     seen[id] = true
     out[#out + 1] = 1

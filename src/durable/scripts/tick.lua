@@ -1,6 +1,7 @@
 -- tick.lua: the leader moves the cursor: everything in `due` whose time has come.
 --
--- KEYS[1]  meta
+-- KEYS     all ten: meta, jobs, due, ready, flight, dead, errors, recur, rnext, rlow
+--          (contract.rs, script_keys::ALL); bucket keys are built from meta's prefix
 -- ARGV     token, limit (at most this many jobs touched per call)
 -- Returns  { 0 } if `token` is not the current leadership's or its lease has ended
 --          (fencing: a paused leader that lost its lease promotes nothing); else
@@ -12,9 +13,10 @@
 --
 -- For each due member of `due` (I2, I3):
 --   j<id>       a staged job: appended to `ready` (I6: its score is its due time).
---   b<k>:<s>    a bucket, LEAD ms before its start: drained with SPOP into the staged
---               window (due before the new horizon) or into finer buckets, which start
---               at or after the horizon and so are not due in this call.
+--   b<k>:<s>    a bucket, LEAD ms before its start: drained (SRANDMEMBER, then SREM
+--               once every check passed) into the staged window (due before the new
+--               horizon) or into finer buckets, which start at or after the horizon and
+--               so are not due in this call.
 --   r<id>       a recurring schedule's next occurrence: lib.lua's recur_take makes
 --               its job(s) and moves the schedule on, in this same call (R1).
 --   l           the lease marker, scored at or before the earliest lease end: jobs whose
@@ -25,13 +27,13 @@ local now, m = meta({ 'token', 'expires', 'armed' })
 if m.token ~= ARGV[1] or (tonumber(m.expires) or 0) <= now then
   return { 0 }
 end
-local budget = tonumber(ARGV[2])
+local budget = arg_int(2, 'limit', 1)
 local h = horizon(now + LEAD)
 local b = batch()
 local lags = {}
 local done = {}
 local more = 0
-local items = redis.call('ZRANGEBYSCORE', DUE, '-inf', now, 'WITHSCORES', 'LIMIT', 0, budget)
+local items = read('zset', 'ZRANGEBYSCORE', DUE, '-inf', now, 'WITHSCORES', 'LIMIT', 0, budget)
 if #items == 2 * budget then
   more = 1
 end
@@ -51,12 +53,12 @@ for i = 1, #items, 2 do
     more = 1
     break
   end
-  if kind == 'j' then
+  if kind == M_STAGED then
     b.ready[#b.ready + 1] = string.sub(member, 2)
     lags[#lags + 1] = now - score
     done[#done + 1] = member
     budget = budget - 1
-  elseif kind == 'b' then
+  elseif kind == M_BUCKET then
     -- At most DRAIN jobs of a bucket per call, so that one call holds Redis briefly.
     local take = math.min(budget, DRAIN)
     local key = bucket_key(member)
@@ -70,7 +72,7 @@ for i = 1, #items, 2 do
     if #ids > 0 then
       popped[#popped + 1] = { key, ids }
       budget = budget - #ids
-      local recs = redis.call('HMGET', JOBS, unpack(ids))
+      local recs = read('hash', 'HMGET', JOBS, unpack(ids))
       for x = 1, #ids do
         local j = recs[x] and readable(recs[x])
         if recs[x] and j == nil then
@@ -85,13 +87,13 @@ for i = 1, #items, 2 do
         end
       end
     end
-  elseif kind == 'r' then
+  elseif kind == M_RECUR then
     rs[#rs + 1] = string.sub(member, 2)
-  elseif kind == 'l' then
-    ended = redis.call('ZRANGEBYSCORE', FLIGHT, '-inf', now, 'LIMIT', 0, budget)
+  elseif kind == M_LEASE then
+    ended = read('zset', 'ZRANGEBYSCORE', FLIGHT, '-inf', now, 'LIMIT', 0, budget)
     if #ended > 0 then
       budget = budget - #ended
-      local recs = redis.call('HMGET', JOBS, unpack(ended))
+      local recs = read('hash', 'HMGET', JOBS, unpack(ended))
       for x = 1, #ended do
         local j = recs[x] and readable(recs[x])
         if recs[x] and j == nil then
@@ -113,7 +115,9 @@ for i = 1, #items, 2 do
     end
     flight_head = true
   else
-    garbage(DUE, 'member ' .. string.format('%q', member) .. ' is neither a job nor a bucket')
+    -- Not a member this crate writes: it names nothing to move, and would stand at the
+    -- head of `due` for ever. It leaves (the repair pass would remove it too).
+    done[#done + 1] = member
   end
 end
 local rplan
@@ -128,8 +132,13 @@ end
 if #bad > 0 or #notes > 0 then
   expect(ERRORS, 'hash')
 end
--- `due` was read above (ZRANGEBYSCORE): no need to ask its type again.
-check_batch(b, { [DUE] = true })
+check_batch(b)
+-- `rlow` is read by the leader when this call flags it (recur.rs's refill): a wrong type
+-- stops this call, before it writes, rather than the refill after it.
+local low_wanted = #rplan.low > 0 or redis.call('TYPE', RLOW)['ok'] ~= 'none'
+if low_wanted then
+  expect(RLOW, 'set')
+end
 -- Every check passed: the writes.
 for _, taken in ipairs(popped) do
   redis.call('SREM', taken[1], unpack(taken[2]))
@@ -150,9 +159,9 @@ end
 if flight_head then
   local head = redis.call('ZRANGE', FLIGHT, 0, 0, 'WITHSCORES')
   if #head > 0 then
-    redis.call('ZADD', DUE, head[2], 'l')
+    redis.call('ZADD', DUE, head[2], M_LEASE)
   else
-    done[#done + 1] = 'l'
+    done[#done + 1] = M_LEASE
   end
 end
 if #done > 0 then
@@ -174,7 +183,7 @@ if nxt < 0 then
 elseif armed < nxt then
   redis.call('HSET', META, 'armed', int(nxt + 50))
 end
-if redis.call('EXISTS', RLOW) == 1 then
+if low_wanted then
   more = more + 2
 end
 local out = { now, nxt, more }

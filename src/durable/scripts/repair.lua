@@ -1,0 +1,259 @@
+-- repair.lua: one chunk of the repair pass (src/durable/repair.rs): puts back jobs whose
+-- record names a place that does not hold them, and removes entries that name no job.
+--
+-- KEYS     all ten (contract.rs, script_keys::ALL); bucket keys are built from meta's
+--          prefix
+-- ARGV     token ('-' for none: an operator's pass; else the leader's, fenced as in
+--          tick.lua), what, then the chunk's ids or members. `what` is
+--   jobs     ids from `jobs`: each record's place is checked (I2-I4, "Repairs" below)
+--   ready    ids that `jobs` found neither staged nor in flight, and that the caller did
+--            not see in `ready` often enough: looked for in `ready` itself (LPOS)
+--   due      members of `due`          dead    ids of `dead`       errors  ids of `errors`
+--   recur    ids of `recur`            rnext   ids of `rnext`      rlow    ids of `rlow`
+--   flight   (no ids) the lease marker, if `flight` is not empty
+-- Returns  { 0 } when fenced out; else { 1, placed, removed, id_1, skip_1, ... }: jobs
+--          put back, entries removed, and (for `jobs`) the ids and skip counts of jobs
+--          that should be in `ready`, for the caller to look for there.
+--
+-- Repairs, each judged on the state at this moment (every script is atomic, so between
+-- two of them every job is where its record says, and this script changes only what
+-- breaks that): a job in no place is inserted anew by its due time, as schedule.lua
+-- would (due: `ready`); a bucket that holds its jobs but has no `due` member gets it; a
+-- dead job not in `dead` goes there; an unreadable record is quarantined (lib.lua). A job
+-- in flight is never touched, so repair delivers nothing twice. Tombstones are left as
+-- they are. Every key is checked before the first write.
+local now, m = meta({ 'token', 'expires', 'armed', 'busy' })
+if ARGV[1] ~= '-' and (m.token ~= ARGV[1] or (tonumber(m.expires) or 0) <= now) then
+  return { 0 }
+end
+local what = ARGV[2]
+local items = {}
+for i = 3, #ARGV do
+  items[#items + 1] = ARGV[i]
+end
+local out = { 1, 0, 0 }
+local h = horizon(now + LEAD)
+local b = batch()
+local removes = {}   -- { key, command, member }
+local adds = {}      -- { key, command, args... }: the writes besides the batch
+local bad = {}       -- unreadable records to quarantine
+
+local function remove(key, cmd, member)
+  removes[#removes + 1] = { key, cmd, member }
+end
+
+local function put(j, id)
+  j.loc = 's'
+  insert(b, id, j, now, h)
+end
+
+if what == 'jobs' and #items > 0 then
+  -- Reads by kind, one command each per page (per bucket for bucket jobs).
+  local recs = read('hash', 'HMGET', JOBS, unpack(items))
+  local dead, staged, buckets, order = {}, {}, {}, {}
+  for i, id in ipairs(items) do
+    local j = recs[i] and readable(recs[i])
+    if recs[i] and (j == nil or j.loc == 'd') then
+      dead[#dead + 1] = { id, j }
+    elseif j and j.loc == 's' then
+      staged[#staged + 1] = { id, j }
+    elseif j and j.loc ~= 'x' then
+      local member = bucket_of(j)
+      if buckets[member] == nil then
+        buckets[member] = {}
+        order[#order + 1] = member
+      end
+      local list = buckets[member]
+      list[#list + 1] = { id, j }
+    end
+  end
+  local function ids_of(list, prefix)
+    local out = {}
+    for x = 1, #list do
+      out[x] = (prefix or '') .. list[x][1]
+    end
+    return out
+  end
+  if #dead > 0 then
+    local held = read('zset', 'ZMSCORE', DEAD, unpack(ids_of(dead)))
+    for x, e in ipairs(dead) do
+      if not held[x] then
+        if e[2] == nil then
+          bad[#bad + 1] = e[1]
+        else
+          adds[#adds + 1] = { DEAD, 'ZADD', now, e[1] }
+        end
+      end
+    end
+  end
+  if #staged > 0 then
+    local in_due = read('zset', 'ZMSCORE', DUE, unpack(ids_of(staged, M_STAGED)))
+    local in_flight = read('zset', 'ZMSCORE', FLIGHT, unpack(ids_of(staged)))
+    for x, e in ipairs(staged) do
+      if not in_due[x] and not in_flight[x] then
+        out[#out + 1] = e[1]
+        out[#out + 1] = e[2].skip
+      end
+    end
+  end
+  if #order > 0 then
+    local scores = read('zset', 'ZMSCORE', DUE, unpack(order))
+    for b_i, member in ipairs(order) do
+      local list = buckets[member]
+      local key = bucket_key(member)
+      expect(key, 'set')
+      local held = redis.call('SMISMEMBER', key, unpack(ids_of(list)))
+      local kept = false
+      for x, e in ipairs(list) do
+        if held[x] == 0 then
+          put(e[2], e[1])
+        else
+          kept = true
+        end
+      end
+      if kept and not scores[b_i] then
+        local j = list[1][2]
+        local w = W0 * SPAN ^ tonumber(j.loc)
+        adds[#adds + 1] = { DUE, 'ZADD', math.floor(j.due / w) * w - LEAD, member }
+      end
+    end
+  end
+elseif what == 'ready' and #items > 0 then
+  local recs = read('hash', 'HMGET', JOBS, unpack(items))
+  for i, id in ipairs(items) do
+    local j = recs[i] and readable(recs[i])
+    if j and j.loc == 's' and not read('zset', 'ZSCORE', DUE, M_STAGED .. id)
+        and not read('zset', 'ZSCORE', FLIGHT, id) then
+      -- Its entries in `ready`: the first `skip` are stale (I5); a live one must follow.
+      local found = read('list', 'LPOS', READY, id, 'COUNT', 0)
+      if #found <= j.skip then
+        j.skip = #found
+        put(j, id)
+      end
+    end
+  end
+elseif what == 'due' then
+  -- The records of the staged members, in one read.
+  local staged = {}
+  for _, member in ipairs(items) do
+    if string.sub(member, 1, 1) == M_STAGED then
+      staged[#staged + 1] = string.sub(member, 2)
+    end
+  end
+  local recs = {}
+  if #staged > 0 then
+    local got = read('hash', 'HMGET', JOBS, unpack(staged))
+    for x, id in ipairs(staged) do
+      recs[id] = got[x]
+    end
+  end
+  for _, member in ipairs(items) do
+    local kind, rest = string.sub(member, 1, 1), string.sub(member, 2)
+    local keep = false
+    if kind == M_STAGED then
+      local j = readable(recs[rest] or '')
+      keep = j ~= nil and j.loc == 's'
+    elseif kind == M_BUCKET and string.match(rest, '^%d:%d+$') then
+      keep = redis.call('EXISTS', bucket_key(member)) == 1
+    elseif kind == M_RECUR then
+      keep = read('hash', 'HEXISTS', RECUR, rest) == 1
+    elseif member == M_LEASE then
+      keep = read('zset', 'ZCARD', FLIGHT) > 0
+    end
+    if not keep then
+      remove(DUE, 'ZREM', member)
+    end
+  end
+elseif what == 'dead' then
+  for _, id in ipairs(items) do
+    local rec = read('hash', 'HGET', JOBS, id)
+    local j = rec and readable(rec)
+    -- An unreadable record in `dead` is a quarantined job: it stays.
+    if not rec or (j and j.loc ~= 'd') then
+      remove(DEAD, 'ZREM', id)
+    end
+  end
+elseif what == 'errors' then
+  for _, id in ipairs(items) do
+    if read('hash', 'HEXISTS', JOBS, id) == 0 then
+      remove(ERRORS, 'HDEL', id)
+    end
+  end
+elseif what == 'rnext' or what == 'rlow' then
+  local key, cmd = RNEXT, 'HDEL'
+  if what == 'rlow' then
+    key, cmd = RLOW, 'SREM'
+  end
+  for _, id in ipairs(items) do
+    if read('hash', 'HEXISTS', RECUR, id) == 0 then
+      remove(key, cmd, id)
+    end
+  end
+elseif what == 'recur' then
+  for _, id in ipairs(items) do
+    local s = recur_spec(read('hash', 'HGET', RECUR, id) or '')
+    -- A record that is not a schedule is left as found (`Queue::schedules` names it).
+    if s then
+      local nx = read('hash', 'HGET', RNEXT, id)
+      local last, ts = nil, nil
+      if nx then
+        -- Not a list of times: left as found, as the tick leaves it (`Queue::schedules`
+        -- names it; setting the schedule again mends it).
+        last, ts = recur_times(nx)
+      else
+        -- Its next occurrences are lost: counted from now, as when it was set.
+        last, ts = now, {}
+        if s.kind == 'e' then
+          ts[1] = now + math.max(s.period, 1)
+        end
+        adds[#adds + 1] = { RNEXT, 'HSET', id, recur_value(last, ts, 1) }
+      end
+      if last == nil then
+        ts = {}
+      end
+      if #ts > 0 and not read('zset', 'ZSCORE', DUE, M_RECUR .. id) then
+        adds[#adds + 1] = { DUE, 'ZADD', ts[1], M_RECUR .. id }
+        wake_at(b, ts[1])
+      end
+      if last ~= nil and s.kind == 'c' and #ts < RLOW_AT then
+        adds[#adds + 1] = { RLOW, 'SADD', id }
+      end
+    end
+  end
+elseif what == 'flight' then
+  local head = read('zset', 'ZRANGE', FLIGHT, 0, 0, 'WITHSCORES')
+  if #head > 0 then
+    adds[#adds + 1] = { DUE, 'ZADD', 'LT', head[2], M_LEASE }
+    wake_at(b, tonumber(head[2]))
+  end
+elseif what ~= 'jobs' and what ~= 'ready' then
+  error({ err = 'ERR bad argument 2 (what): ' .. string.format('%q', tostring(what)) })
+end
+-- Every key this call writes, checked before the first write.
+if #bad > 0 then
+  quarantine_check()
+end
+local types = { [JOBS] = 'hash', [DUE] = 'zset', [DEAD] = 'zset', [ERRORS] = 'hash',
+                [RNEXT] = 'hash', [RLOW] = 'set' }
+for _, x in ipairs(removes) do
+  expect(x[1], types[x[1]])
+end
+for _, x in ipairs(adds) do
+  expect(x[1], types[x[1]])
+end
+check_batch(b)
+-- The writes.
+for _, id in ipairs(bad) do
+  quarantine(id, now)
+end
+for _, x in ipairs(removes) do
+  redis.call(x[2], x[1], x[3])
+end
+for _, x in ipairs(adds) do
+  redis.call(x[2], x[1], unpack(x, 3))
+end
+flush(b, now, m, true)
+out[2] = #bad + #adds + #b.writes / 2
+out[3] = #removes
+count('repaired', out[2] + out[3])
+return out
