@@ -289,6 +289,11 @@ fn dashboard_in_a_browser_shows_what_redis_holds_and_retries_the_dead() {
                 .await
                 .unwrap();
         }
+        // A recurring schedule, listed with its next occurrence and removed below.
+        queue
+            .every("digest", Duration::from_secs(3600), b"send the digest")
+            .await
+            .unwrap();
         let once = queue.with_max_attempts(1);
         for id in ["dead:1", EVIL_ID] {
             once.schedule(id, [0u8, 159, 146, 150], at(T0))
@@ -401,6 +406,31 @@ fn dashboard_in_a_browser_shows_what_redis_holds_and_retries_the_dead() {
     assert_eq!(browser.number("#count-dead"), 0);
     assert_eq!(browser.number("#count-ready"), after.ready);
 
+    // The recurring schedule: listed, then removed by its button.
+    browser.open(&format!("{base}/queue/reviews"));
+    let row = browser.text("#schedules tr[data-schedule=digest]");
+    assert!(
+        row.contains("every 60.0 min") && row.contains("in 60.0 min"),
+        "{row}"
+    );
+    browser.submit("document.querySelector('#schedules button.unschedule').click()");
+    assert_eq!(
+        browser.text("#msg"),
+        "removed the recurring schedule \"digest\""
+    );
+    let recur: u64 = runtime.block_on(async {
+        redis::cmd("HLEN")
+            .arg("tickless:{reviews}:recur")
+            .query_async(&mut admin)
+            .await
+            .unwrap()
+    });
+    assert_eq!(recur, 0, "the schedule is still in Redis");
+    assert_eq!(
+        browser.eval("document.querySelectorAll('#schedules').length"),
+        json!(0)
+    );
+
     browser.open(&format!("{base}/queue/reviews"));
     let shot = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard.png");
     browser.screenshot(&shot);
@@ -429,7 +459,14 @@ fn dashboard_in_a_browser_shows_what_redis_holds_and_retries_the_dead() {
         let line = format!("tickless_events_total{{queue=\"reviews\",event=\"{event}\"}} {n}\n");
         assert!(metrics.contains(&line), "{line} in {metrics}");
     }
-    assert!(metrics.contains("tickless_promotion_lag_ms_bucket{queue=\"reviews\",le=\"+Inf\"} 0"));
+    for line in [
+        "tickless_promotion_lag_seconds_bucket{queue=\"reviews\",le=\"0.001\"} 0\n",
+        "tickless_promotion_lag_seconds_bucket{queue=\"reviews\",le=\"+Inf\"} 0\n",
+        "tickless_promotion_lag_seconds_sum{queue=\"reviews\"} 0\n",
+        "tickless_recurring_schedules{queue=\"reviews\"} 0\n",
+    ] {
+        assert!(metrics.contains(line), "{line} in {metrics}");
+    }
     assert!(!metrics.contains(PASSWORD));
     eprintln!(
         "dashboard test took {:?}; screenshot {}",

@@ -3,7 +3,7 @@
 
 use super::history::History;
 use super::svg;
-use crate::durable::{DueBucket, JobInfo, Queue, Stats};
+use crate::durable::{CatchUp, DueBucket, JobInfo, Queue, Recurrence, ScheduleInfo, Stats};
 use std::fmt::Write;
 use std::time::{Duration, SystemTime};
 
@@ -241,6 +241,9 @@ pub(super) struct QueueView<'a> {
     pub(super) ready: Vec<String>,
     pub(super) in_flight: Vec<(String, SystemTime)>,
     pub(super) dead: Vec<JobInfo>,
+    /// The recurring schedules, or the error that kept them from being read (a garbled
+    /// record, which `Queue::schedules` names).
+    pub(super) schedules: Result<Vec<ScheduleInfo>, String>,
 }
 
 fn level_name(level: Option<u8>) -> String {
@@ -406,6 +409,8 @@ pub(super) fn queue_page(ctx: &Ctx<'_>, view: &QueueView<'_>, history: &History)
         ),
     );
 
+    schedules_section(ctx, view, &mut body);
+
     let _ = write!(
         body,
         "<h2>Find a job</h2><form method=\"get\" action=\"{}/job\">\
@@ -461,6 +466,56 @@ pub(super) fn queue_page(ctx: &Ctx<'_>, view: &QueueView<'_>, history: &History)
     }
     body.push_str("</table>");
     page(ctx, name, &body)
+}
+
+/// The recurring schedules: what each runs, its next occurrence, and a button to remove it.
+fn schedules_section(ctx: &Ctx<'_>, view: &QueueView<'_>, body: &mut String) {
+    let (name, now) = (view.queue.name(), view.stats.now);
+    let schedules = match &view.schedules {
+        Ok(schedules) if schedules.is_empty() => return,
+        Ok(schedules) => schedules,
+        Err(err) => {
+            let _ = write!(
+                body,
+                "<h2>Recurring schedules</h2><p id=\"schedules-error\">{}</p>",
+                esc(err)
+            );
+            return;
+        }
+    };
+    let _ = write!(
+        body,
+        "<h2>Recurring schedules ({})</h2><table id=\"schedules\"><tr><th>schedule</th>\
+         <th>when</th><th>missed runs</th><th>next</th><th>last</th><th></th></tr>",
+        schedules.len()
+    );
+    for info in schedules {
+        let when = match &info.recurrence {
+            Recurrence::Every(period) => format!("every {}", human(*period)),
+            Recurrence::Cron { expression, zone } => format!("cron {expression} ({zone})"),
+        };
+        let missed = match info.catch_up {
+            CatchUp::Burst => "each runs",
+            CatchUp::Delay => "one runs, then a period from now",
+            CatchUp::Skip => "the latest runs",
+        };
+        let next = info
+            .next
+            .map_or_else(|| "none known".to_string(), |t| ago(now, t));
+        let _ = write!(
+            body,
+            "<tr data-schedule=\"{}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
+             <td>{}</td><td>{}</td></tr>",
+            esc(&info.id),
+            esc(&info.id),
+            esc(&when),
+            missed,
+            esc(&next),
+            esc(&ago(now, info.last)),
+            ctx.button(name, "unschedule", Some(&info.id), "Remove"),
+        );
+    }
+    body.push_str("</table>");
 }
 
 #[cfg(test)]

@@ -15,6 +15,11 @@ fn label(value: &str) -> String {
         .replace('\n', "\\n")
 }
 
+/// Milliseconds as Prometheus's base unit, seconds: `5` → `0.005`, `1000` → `1`.
+fn seconds(ms: u64) -> String {
+    (ms as f64 / 1000.0).to_string()
+}
+
 struct Family {
     name: &'static str,
     kind: &'static str,
@@ -78,13 +83,14 @@ pub(super) async fn render(queues: &[Queue]) -> String {
     );
     let mut token = Family::new(
         "tickless_leader_token",
-        "counter",
+        "gauge",
         "The fencing token of the current or last leadership: grows by one per leader change.",
     );
     let mut lag = Family::new(
-        "tickless_promotion_lag_seconds",
+        "tickless_leader_promotion_lag_seconds",
         "gauge",
-        "Promotion lag (due time to the ready list) over the current leader's promotions.",
+        "Promotion lag (due time to the ready list) over the current leader's promotions, \
+         by quantile (kept by the leader's process; the histogram below is cluster-wide).",
     );
     let mut totals = Family::new(
         "tickless_events_total",
@@ -94,9 +100,15 @@ pub(super) async fn render(queues: &[Queue]) -> String {
          (leader changes).",
     );
     let mut hist = Family::new(
-        "tickless_promotion_lag_ms",
+        "tickless_promotion_lag_seconds",
         "histogram",
-        "Promotion lag (due time to the ready list) of every promotion, in ms, from Redis.",
+        "Promotion lag (due time to the ready list) of every promotion, kept in Redis by the \
+         leader's script in whole milliseconds.",
+    );
+    let mut recurring = Family::new(
+        "tickless_recurring_schedules",
+        "gauge",
+        "Recurring schedules (every, cron) of a queue.",
     );
     let mut errors = Family::new(
         "tickless_scrape_errors",
@@ -146,11 +158,14 @@ pub(super) async fn render(queues: &[Queue]) -> String {
             let mut cumulative = 0;
             for (le, n) in &c.lag {
                 cumulative += n;
-                let le = le.map_or("+Inf".to_string(), |ms| ms.to_string());
+                let le = le.map_or("+Inf".to_string(), seconds);
                 hist.add_suffixed("_bucket", &[("queue", q), ("le", &le)], cumulative);
             }
-            hist.add_suffixed("_sum", &[("queue", q)], c.lag_sum_ms);
+            hist.add_suffixed("_sum", &[("queue", q)], seconds(c.lag_sum_ms));
             hist.add_suffixed("_count", &[("queue", q)], c.promoted);
+        }
+        if let Ok(schedules) = queue.schedules().await {
+            recurring.add(&[("queue", q)], schedules.len());
         }
         if let Ok((buckets, _)) = queue.due_buckets().await {
             let mut levels = [0u64; 8]; // 0..=6, then staged
@@ -168,7 +183,9 @@ pub(super) async fn render(queues: &[Queue]) -> String {
         }
     }
     let mut out = String::new();
-    for family in [&jobs, &wheel, &up, &token, &lag, &totals, &hist, &errors] {
+    for family in [
+        &jobs, &wheel, &up, &token, &lag, &totals, &hist, &recurring, &errors,
+    ] {
         family.write(&mut out);
     }
     out
@@ -177,6 +194,17 @@ pub(super) async fn render(queues: &[Queue]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn milliseconds_are_written_as_seconds() {
+        assert_eq!(seconds(1), "0.001");
+        assert_eq!(seconds(5), "0.005");
+        assert_eq!(seconds(50), "0.05");
+        assert_eq!(seconds(1000), "1");
+        assert_eq!(seconds(5000), "5");
+        assert_eq!(seconds(1234), "1.234");
+        assert_eq!(seconds(0), "0");
+    }
 
     #[test]
     fn label_values_are_escaped() {

@@ -160,6 +160,7 @@ async fn queue_page(
             ready: queue.ready_ids(LIST).await?,
             in_flight: queue.in_flight_ids(LIST).await?,
             dead: queue.dead(LIST).await?,
+            schedules: queue.schedules().await.map_err(|err| err.to_string()),
         })
     };
     match view.await {
@@ -247,6 +248,13 @@ async fn action(
                 format!("{id:?} is not dead")
             }
         }),
+        "unschedule" => queue.unschedule(id).await.map(|found| {
+            if found {
+                format!("removed the recurring schedule {id:?}")
+            } else {
+                format!("no recurring schedule {id:?}")
+            }
+        }),
         "retry-all" => retry_all(queue)
             .await
             .map(|n| format!("retrying {n} dead jobs")),
@@ -260,7 +268,7 @@ async fn action(
     };
     match done {
         Ok(message) => {
-            let back = if kind == "retry-all" || kind == "cancel" {
+            let back = if matches!(kind, "retry-all" | "cancel" | "unschedule") {
                 ctx.queue_url(&name)
             } else {
                 ctx.job_url(&name, id)
