@@ -509,8 +509,8 @@ fn redis_killed_and_restarted_from_its_aof_loses_nothing() {
     );
 }
 
-/// Longer than the connection's own reconnect attempts (about 7 s): the leader and the
-/// worker keep retrying with backoff and carry on when Redis is back.
+/// A long outage (9 s): the leader and the worker keep trying (every 100 ms while Redis
+/// is away) and carry on when Redis is back.
 fn leader_and_worker_ride_out_a_long_redis_outage() {
     support::multi_thread().block_on(async {
         use tickless::durable::{LeaderOptions, When, WorkerOptions};

@@ -17,6 +17,7 @@
 use super::error::Error;
 use super::leader_handle::{stats, LeaderHandle, LeaderStats, Shared};
 use super::queue::Queue;
+use super::retry::Retry;
 use super::scripts::scripts;
 use futures_core::Stream;
 use std::pin::Pin;
@@ -159,8 +160,10 @@ impl Leader {
 
     /// Runs the candidate on the current tokio runtime until stopped; after any error
     /// (Redis away, a permission missing, garbage in a key of the queue) backs off
-    /// (100 ms doubling to 2 s) and tries again, keeping its lease if it is still live;
-    /// it never stops on an error. [`LeaderStats::errors`] counts them, and
+    /// and tries again, keeping its lease if it is still live; it never stops on an error.
+    /// While Redis is away (down, restarting, loading) it tries every 100 ms, so it
+    /// resumes within about that of Redis answering; after other errors it waits 100 ms
+    /// doubling to 2 s. [`LeaderStats::errors`] counts them, and
     /// [`LeaderHandle::last_error`] says the last.
     pub fn spawn(self) -> LeaderHandle {
         let shared = self.shared.clone();
@@ -174,9 +177,9 @@ impl Leader {
     }
 
     async fn run(mut self, mut stopped: watch::Receiver<bool>) -> Result<(), Error> {
-        let mut backoff = Duration::from_millis(100);
+        let mut retry = Retry::new();
         loop {
-            match self.session(&mut stopped).await {
+            match self.session(&mut stopped, &mut retry).await {
                 Ok(()) => return Ok(()),
                 // Whatever failed (Redis away, a permission, garbage in a key, which a
                 // script meets before it writes anything), the leader goes on: an
@@ -184,21 +187,24 @@ impl Leader {
                 Err(err) => {
                     self.shared.failed(&err);
                     tokio::select! {
-                        _ = crate::sleep(backoff) => {}
+                        _ = crate::sleep(retry.after(&err)) => {}
                         _ = stopped.changed() => {}
                     }
                     if *stopped.borrow() {
                         self.release().await;
                         return Ok(());
                     }
-                    backoff = (backoff * 2).min(Duration::from_secs(2));
                 }
             }
         }
     }
 
     /// One subscription to the queue's channel: campaign or lead until it drops.
-    async fn session(&mut self, stopped: &mut watch::Receiver<bool>) -> Result<(), Error> {
+    async fn session(
+        &mut self,
+        stopped: &mut watch::Receiver<bool>,
+        retry: &mut Retry,
+    ) -> Result<(), Error> {
         let channel = self.queue.channel();
         let mut pubsub = tokio::select! {
             pubsub = self.queue.subscriber() => {
@@ -218,6 +224,7 @@ impl Leader {
         self.wake_now();
         loop {
             self.due_step().await?;
+            retry.reset();
             let deadline = match self.role {
                 Role::Candidate { retry_at } => retry_at,
                 Role::Leading {

@@ -169,6 +169,7 @@ mod queue;
 mod recur;
 mod redact;
 mod reply;
+mod retry;
 mod scripts;
 mod stats;
 mod trace;

@@ -74,6 +74,14 @@ pub(crate) fn closed(err: &redis::RedisError) -> bool {
     err.is_connection_dropped() || err.kind() == redis::ErrorKind::IoError
 }
 
+/// Whether a call that failed with `err` is sent once more, on the new connection its
+/// failure started: if it may run twice (`idempotent`) and the connection was closed
+/// under it, or whatever it is if it was never sent (the connection it waited for was
+/// refused: the attempt before was made while Redis was down; the new one may not be).
+pub(crate) fn send_again(idempotent: bool, err: &redis::RedisError) -> bool {
+    err.is_connection_refusal() || (idempotent && closed(err))
+}
+
 pub(crate) fn ms_ceil(d: Duration) -> u64 {
     let ms = d.as_nanos().div_ceil(1_000_000);
     u64::try_from(ms).unwrap_or(u64::MAX)
@@ -305,7 +313,7 @@ impl Queue {
             invocation.arg(*arg);
         }
         let mut result: redis::RedisResult<Value> = invocation.invoke_async(&mut self.conn()).await;
-        if retry && matches!(&result, Err(err) if closed(err)) {
+        if matches!(&result, Err(err) if send_again(retry, err)) {
             result = invocation.invoke_async(&mut self.conn()).await;
         }
         let value = result.map_err(|err| Error::redis(&self.inner.meta, script.name, err))?;
@@ -333,7 +341,7 @@ impl Queue {
         }
         let mut conn = self.conn();
         let mut result: redis::RedisResult<Vec<Value>> = pipe.query_async(&mut conn).await;
-        if script.idempotent && matches!(&result, Err(err) if closed(err)) {
+        if matches!(&result, Err(err) if send_again(script.idempotent, err)) {
             conn = self.conn();
             result = pipe.query_async(&mut conn).await;
         }
