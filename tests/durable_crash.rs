@@ -26,7 +26,7 @@ use tickless::durable::Queue;
 const LEASE_MS: u64 = 1_500;
 /// The leaders' lease while work is near (`LeaderOptions::busy_lease`'s default): a
 /// killed leader is replaced within it.
-const BUSY_LEASE_MS: u64 = 750;
+const BUSY_LEASE_MS: u64 = 300;
 /// What a process needs beyond a lease to act on its end here: a timer's lateness, a
 /// script's round trip, a busy 2-core machine.
 const MARGIN_MS: u64 = 250;

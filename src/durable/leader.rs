@@ -6,11 +6,11 @@
 //! at half its length. Scripts that add an earlier wake publish it on the queue's
 //! channel, to which every leader and candidate subscribes.
 //!
-//! The lease is as long as the quiet time ahead allows: `busy_lease` (750 ms) when work is
+//! The lease is as long as the quiet time ahead allows: `busy_lease` (300 ms) when work is
 //! near, up to `idle_lease` (60 s) when the next due work is further away than that, and
 //! never ending later than that work. A candidate sleeps until the lease it last saw
 //! ends, then tries to take it; a script that adds earlier work shortens a long lease
-//! to `max(wake, now + 750 ms)` and publishes the new end. So a leader killed with work
+//! to `max(wake, now + busy_lease)` and publishes the new end. So a leader killed with work
 //! near is replaced within `busy_lease` plus a few milliseconds, and an idle queue costs
 //! one renewal per 30 s and one look per candidate per 30 s.
 
@@ -32,7 +32,10 @@ use tokio::time::Instant;
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct LeaderOptions {
-    /// The lease while work is near: a killed leader is replaced within this (750 ms).
+    /// The lease while work is near: a killed leader is replaced within this (300 ms).
+    /// While work is near, the leader renews it every half of it (one small script
+    /// call), and a candidate looks at it about as often; jobs due while a killed
+    /// leader's lease runs out wait up to this long.
     pub busy_lease: Duration,
     /// The longest lease, taken when the next due work is further away (60 s). Both
     /// leases are kept within 10 ms and one day, the idle one no shorter than the busy.
@@ -48,7 +51,7 @@ pub struct LeaderOptions {
 impl Default for LeaderOptions {
     fn default() -> LeaderOptions {
         LeaderOptions {
-            busy_lease: Duration::from_millis(750),
+            busy_lease: Duration::from_millis(300),
             idle_lease: Duration::from_secs(60),
             batch: 1000,
             name: None,
@@ -505,6 +508,13 @@ impl Leader {
             let refilled = flags & 2 == 2 && super::recur::refill(&self.queue, token, now).await?;
             if !more && !refilled {
                 return Ok(());
+            }
+            // A long drain (a backlog after an outage) keeps the lease it needs: a
+            // short busy lease could end between two calls.
+            if let Role::Leading { renew_at, .. } = self.role {
+                if Instant::now() >= renew_at {
+                    self.renew().await?;
+                }
             }
         }
     }

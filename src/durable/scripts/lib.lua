@@ -37,7 +37,7 @@ local DRAIN = 256
 -- lease, which the leader passes to acquire.lua and which meta's `busy` keeps for every
 -- script that schedules; BUSY is the default (`LeaderOptions::busy_lease`'s) for a meta
 -- written before there was a `busy` field.
-local BUSY = 750
+local BUSY = 300
 
 local function int(n)
   return string.format('%d', n)
