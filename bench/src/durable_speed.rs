@@ -12,7 +12,9 @@
 //!   no release, its acks lost) while jobs are due: the lag of the jobs it did not hold
 //!   (first deliveries on the survivor), and how long until the survivor led.
 //!
-//! Every server is started here with the tests' own helper.
+//! Every server is started here with the tests' own helper. The AOF part's shape can be
+//! changed for a look around: `QUEUES=16` (that many queues, one batch in flight each,
+//! the batches split between them) and `PAYLOAD=200` (bytes per job).
 
 use crate::durable::redis_server::RedisServer;
 use std::collections::HashSet;
@@ -28,7 +30,8 @@ pub type Row = (String, String, bool);
 
 const BATCH: usize = 1_000;
 
-pub fn run(quick: bool) -> Vec<Row> {
+/// All three parts, or the one named by `part` (`aof`, `restart`, `kill`).
+pub fn run(quick: bool, part: Option<&str>) -> Vec<Row> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -36,9 +39,16 @@ pub fn run(quick: bool) -> Vec<Row> {
         .expect("a runtime");
     let mut rows = Vec::new();
     println!("\n## Durable jobs: issue 18's speed goals (one node)\n");
-    rows.extend(aof_batches(&runtime, quick));
-    rows.extend(restarts(&runtime, quick));
-    rows.extend(leader_kills(&runtime, quick));
+    let wanted = |name: &str| part.is_none_or(|part| part == name);
+    if wanted("aof") {
+        rows.extend(aof_batches(&runtime, quick));
+    }
+    if wanted("restart") {
+        rows.extend(restarts(&runtime, quick));
+    }
+    if wanted("kill") {
+        rows.extend(leader_kills(&runtime, quick));
+    }
     rows
 }
 
@@ -87,27 +97,64 @@ struct Batches {
 }
 
 /// One queue schedules `batches` batches of [`BATCH`], one in flight.
-fn batches_on(runtime: &tokio::runtime::Runtime, server: &RedisServer, name: &str, batches: usize) -> Batches {
-    let queue = runtime
-        .block_on(Queue::connect(&server.url(), name))
-        .expect("connect");
+fn batches_on(
+    runtime: &tokio::runtime::Runtime,
+    server: &RedisServer,
+    name: &str,
+    batches: usize,
+) -> Batches {
+    let queues: usize = std::env::var("QUEUES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
+    let payload: usize = std::env::var("PAYLOAD")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let payload: Arc<Vec<u8>> = Arc::new(vec![b'x'; payload]);
+    let queues: Vec<Queue> = (0..queues)
+        .map(|q| {
+            runtime
+                .block_on(Queue::connect(&server.url(), &format!("{name}-{q}")))
+                .expect("connect")
+        })
+        .collect();
     // One batch first, so the script is loaded and the keys exist.
-    let schedule = |queue: Queue, tag: String, batches: usize| async move {
+    let schedule = |queue: Queue, tag: String, batches: usize, payload: Arc<Vec<u8>>| async move {
         for b in 0..batches {
             let ids: Vec<String> = (0..BATCH).map(|i| format!("{tag}{b}-{i}")).collect();
             let jobs = ids.iter().enumerate().map(|(i, id)| {
                 let delay = Duration::from_millis(5_000 + (i * 5_000 / BATCH) as u64);
-                (id.as_str(), b"".as_slice(), When::After(delay))
+                (id.as_str(), payload.as_slice(), When::After(delay))
             });
             queue.schedule_batch(jobs).await.expect("schedule");
         }
     };
-    runtime.block_on(schedule(queue.clone(), "warm".into(), 1));
+    for queue in &queues {
+        runtime.block_on(schedule(queue.clone(), "warm".into(), 1, payload.clone()));
+    }
     let cpu0 = cpu_s(server);
     let aof0 = field(&info(server, "persistence"), "aof_current_size");
     let stats0 = commandstats(server);
     let start = Instant::now();
-    runtime.block_on(schedule(queue, "j".into(), batches));
+    let per_queue = batches / queues.len();
+    runtime.block_on(async {
+        let tasks: Vec<_> = queues
+            .iter()
+            .map(|queue| {
+                tokio::spawn(schedule(
+                    queue.clone(),
+                    "j".into(),
+                    per_queue,
+                    payload.clone(),
+                ))
+            })
+            .collect();
+        for task in tasks {
+            task.await.expect("a scheduler");
+        }
+    });
+    let batches = per_queue * queues.len();
     let elapsed = start.elapsed().as_secs_f64();
     let cpu1 = cpu_s(server);
     let aof1 = field(&info(server, "persistence"), "aof_current_size");
@@ -136,38 +183,61 @@ fn batches_on(runtime: &tokio::runtime::Runtime, server: &RedisServer, name: &st
 
 fn aof_batches(runtime: &tokio::runtime::Runtime, quick: bool) -> Vec<Row> {
     let (rounds, batches) = if quick { (1, 20) } else { (3, 100) };
-    let mut on = Vec::new();
-    let mut off = Vec::new();
+    let (mut on, mut always, mut off) = (Vec::new(), Vec::new(), Vec::new());
     for round in 0..rounds {
         let server = RedisServer::start_with_fsync("everysec");
-        on.push(batches_on(runtime, &server, &format!("aof-{round}"), batches));
+        on.push(batches_on(
+            runtime,
+            &server,
+            &format!("aof-{round}"),
+            batches,
+        ));
+        drop(server);
+        let server = RedisServer::start_with_fsync("always");
+        always.push(batches_on(
+            runtime,
+            &server,
+            &format!("always-{round}"),
+            batches,
+        ));
         drop(server);
         let server = RedisServer::start_with_args(&["--appendonly", "no"]);
-        off.push(batches_on(runtime, &server, &format!("noaof-{round}"), batches));
+        off.push(batches_on(
+            runtime,
+            &server,
+            &format!("noaof-{round}"),
+            batches,
+        ));
     }
     let median = |runs: &mut Vec<Batches>| -> Batches {
         runs.sort_by(|a, b| a.rate.total_cmp(&b.rate));
         runs.remove(runs.len() / 2)
     };
-    let (on, off) = (median(&mut on), median(&mut off));
+    let (on, always, off) = (median(&mut on), median(&mut always), median(&mut off));
     println!(
-        "| batches of {BATCH}, one in flight, delays 5-10 s, {} jobs, median of {rounds} (by rate) | append-only on (everysec) | off |",
+        "| batches of {BATCH}, one in flight, delays 5-10 s, {} jobs, median of {rounds} (by rate) | append-only on (everysec) | on (always) | off |",
         batches * BATCH
     );
-    println!("|---|---:|---:|");
-    println!("| schedules/s | {:.0} | {:.0} |", on.rate, off.rate);
-    println!(
-        "| Redis CPU µs per job (`INFO cpu`) | {:.2} | {:.2} |",
-        on.cpu_us, off.cpu_us
-    );
-    println!("| append-only file bytes per job | {:.1} | |", on.aof_bytes);
+    println!("|---|---:|---:|---:|");
+    let row = |what: &str, f: fn(&Batches) -> f64| {
+        println!(
+            "| {what} | {:.2} | {:.2} | {:.2} |",
+            f(&on),
+            f(&always),
+            f(&off)
+        );
+    };
+    row("schedules/s", |b| b.rate);
+    row("Redis CPU µs per job (`INFO cpu`)", |b| b.cpu_us);
+    row("append-only file bytes per job", |b| b.aof_bytes);
+    let us_of =
+        |b: &Batches, name: &str| b.commands.iter().find(|c| c.0 == name).map_or(0.0, |c| c.2);
     for (name, calls, us) in on.commands.iter().take(8) {
-        let off_us = off
-            .commands
-            .iter()
-            .find(|c| &c.0 == name)
-            .map_or(0.0, |c| c.2);
-        println!("| `{name}`: {calls:.4} calls, µs per job (commandstats) | {us:.3} | {off_us:.3} |");
+        println!(
+            "| `{name}`: {calls:.4} calls, µs per job (commandstats) | {us:.3} | {:.3} | {:.3} |",
+            us_of(&always, name),
+            us_of(&off, name)
+        );
     }
     vec![
         (
@@ -347,7 +417,11 @@ struct Kill {
 /// 20,000 jobs due over 5 s from 1 s ahead (quick: 5,000 over 2 s); two processes' worth
 /// of leader and worker, the leading one killed mid-way.
 async fn leader_kill(url: &str, name: &str, worker_lease: Duration, quick: bool) -> Kill {
-    let (n, spread) = if quick { (5_000, 2_000) } else { (20_000, 5_000) };
+    let (n, spread) = if quick {
+        (5_000, 2_000)
+    } else {
+        (20_000, 5_000)
+    };
     let survivor = Queue::connect(url, name).await.expect("connect");
     let victim = Queue::connect(url, name).await.expect("connect");
     let ids: Vec<String> = (0..n).map(|i| format!("j{i}")).collect();

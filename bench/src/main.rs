@@ -54,9 +54,10 @@ fn main() {
         return durable_section(quick, true, true);
     }
     // Issue 18's speed goals alone (AOF batches, Redis restarts, a leader killed):
-    // `--durable-speed`.
-    if args.iter().any(|arg| arg == "--durable-speed") {
-        return durable_speed_section(quick);
+    // `--durable-speed`, or one part of it: `--durable-speed aof|restart|kill`.
+    if let Some(i) = args.iter().position(|arg| arg == "--durable-speed") {
+        let part = args.get(i + 1).filter(|arg| !arg.starts_with("--"));
+        return durable_speed_section(quick, part.map(String::as_str));
     }
     // The cluster part alone (3 masters, failover, WAIT): `--durable-cluster`.
     if args.iter().any(|arg| arg == "--durable-cluster") {
@@ -114,10 +115,10 @@ fn main() {
 }
 
 /// Issue 18's speed goals on one node: `--features redis -- --durable-speed`.
-fn durable_speed_section(quick: bool) {
+fn durable_speed_section(quick: bool, part: Option<&str>) {
     #[cfg(feature = "redis")]
     {
-        let rows = tickless_bench::durable_speed::run(quick);
+        let rows = tickless_bench::durable_speed::run(quick, part);
         println!("\n### Targets (issue 18, speed on one node)\n");
         println!("| target | measured | met |");
         println!("|---|---|---|");
@@ -130,7 +131,7 @@ fn durable_speed_section(quick: bool) {
     }
     #[cfg(not(feature = "redis"))]
     {
-        let _ = quick;
+        let _ = (quick, part);
         eprintln!("the durable section needs the redis feature: cargo run --release -p tickless-bench --features redis -- --durable-speed");
         std::process::exit(2);
     }
