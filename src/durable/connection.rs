@@ -3,7 +3,7 @@
 //! leader's subscription and a worker's blocking wait.
 //!
 //! One server: one multiplexed connection (the `redis` crate's connection manager), which
-//! reconnects with backoff. A cluster: the `redis` crate's async cluster connection, which
+//! reconnects when a call finds it broken (see `connect_single`). A cluster: the `redis` crate's async cluster connection, which
 //! follows `MOVED` and `ASK` and refreshes its map of slots. A subscription and a
 //! `BLMOVE` would hold a multiplexed connection up (the one a cluster connection routes
 //! on, too), so they get connections of their own to the master that owns the queue's

@@ -69,7 +69,7 @@ impl When {
 }
 
 /// Whether `err` says the connection was closed under the call (a broken pipe, a reset):
-/// the connection manager reconnects, so the call may be sent again at once.
+/// the connection manager starts a new connection, so the call may be sent again at once.
 pub(crate) fn closed(err: &redis::RedisError) -> bool {
     err.is_connection_dropped() || err.kind() == redis::ErrorKind::IoError
 }
@@ -100,7 +100,7 @@ pub(crate) fn system_time(ms: u64) -> SystemTime {
 
 /// A handle to one durable queue: schedule, cancel and reschedule jobs by id, and look at
 /// the queue. Cheap to clone; clones share one multiplexed connection, which reconnects
-/// with backoff when Redis goes away.
+/// when a call finds it broken.
 ///
 /// All keys of a queue start with `tickless:{<name>}:`: the braces make the name a hash
 /// tag, so on Redis Cluster the whole queue lives in one slot and different queues spread
@@ -156,8 +156,10 @@ impl Queue {
     /// Connects to the Redis server at `url` and opens the queue `name`.
     ///
     /// The first connection is tried once, with a 5 s timeout, so that a wrong address
-    /// fails fast; after that the connection reconnects with exponential backoff on its
-    /// own. The queue's keys are checked for the types this crate writes.
+    /// fails fast. After that, a call that finds the connection broken starts a new one:
+    /// a call made while Redis is down fails at once with [`Error::is_redis`] (calling
+    /// again later is the answer; leaders and workers do, every 100 ms). The queue's
+    /// keys are checked for the types this crate writes.
     ///
     /// # Errors
     ///
