@@ -10,6 +10,8 @@ pub mod callbacks;
 pub mod durable;
 #[cfg(feature = "redis")]
 pub mod durable_cluster;
+#[cfg(feature = "redis")]
+pub mod durable_speed;
 pub mod purgatory;
 pub mod table;
 pub mod workloads;

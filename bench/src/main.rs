@@ -53,6 +53,12 @@ fn main() {
     if args.iter().any(|arg| arg == "--durable") {
         return durable_section(quick, true, true);
     }
+    // Issue 18's speed goals alone (AOF batches, Redis restarts, a leader killed):
+    // `--durable-speed`, or one part of it: `--durable-speed aof|restart|kill`.
+    if let Some(i) = args.iter().position(|arg| arg == "--durable-speed") {
+        let part = args.get(i + 1).filter(|arg| !arg.starts_with("--"));
+        return durable_speed_section(quick, part.map(String::as_str));
+    }
     // The cluster part alone (3 masters, failover, WAIT): `--durable-cluster`.
     if args.iter().any(|arg| arg == "--durable-cluster") {
         return durable_section(quick, false, true);
@@ -106,6 +112,29 @@ fn main() {
     print_targets(&targets);
     #[cfg(feature = "redis")]
     durable_section(quick, true, true);
+}
+
+/// Issue 18's speed goals on one node: `--features redis -- --durable-speed`.
+fn durable_speed_section(quick: bool, part: Option<&str>) {
+    #[cfg(feature = "redis")]
+    {
+        let rows = tickless_bench::durable_speed::run(quick, part);
+        println!("\n### Targets (issue 18, speed on one node)\n");
+        println!("| target | measured | met |");
+        println!("|---|---|---|");
+        for (what, measured, met) in &rows {
+            println!(
+                "| {what} | {measured} | {} |",
+                if *met { "yes" } else { "**no**" }
+            );
+        }
+    }
+    #[cfg(not(feature = "redis"))]
+    {
+        let _ = (quick, part);
+        eprintln!("the durable section needs the redis feature: cargo run --release -p tickless-bench --features redis -- --durable-speed");
+        std::process::exit(2);
+    }
 }
 
 /// Issue 12's `durable` section: `--features redis`, alone with `--durable`.

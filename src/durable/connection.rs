@@ -3,14 +3,14 @@
 //! leader's subscription and a worker's blocking wait.
 //!
 //! One server: one multiplexed connection (the `redis` crate's connection manager), which
-//! reconnects with backoff. A cluster: the `redis` crate's async cluster connection, which
+//! reconnects when a call finds it broken (see `connect_single`). A cluster: the `redis` crate's async cluster connection, which
 //! follows `MOVED` and `ASK` and refreshes its map of slots. A subscription and a
 //! `BLMOVE` would hold a multiplexed connection up (the one a cluster connection routes
 //! on, too), so they get connections of their own to the master that owns the queue's
 //! slot, looked up again whenever they fail (a failover, a migrated slot).
 
-use super::error::Error;
-use super::queue::{closed, Queue};
+use super::error::{away, Error};
+use super::queue::{send_again, Queue};
 use super::redact::{redact, scrub};
 use super::reply::Reply;
 use super::scripts::Script;
@@ -210,7 +210,13 @@ impl ConnectOptions {
 }
 
 /// The first connection is tried once, with a 5 s timeout, so that a wrong address fails
-/// fast; after that the connection manager reconnects with backoff on its own.
+/// fast. After that, a call that finds the connection broken makes one new attempt (the
+/// connection manager's reconnect), with no retries of the manager's own: its retries
+/// start at a second and grow (the `redis` crate's backoff has no shorter first delay),
+/// and every call waits behind them, which held deliveries up to ~1.3 s after a
+/// restarted Redis answered. The callers' loops set the pace instead (`durable::retry`),
+/// and a call that met a refused connection (never sent) is sent again at once on the
+/// new attempt (`Queue::call_retrying`).
 async fn connect_single(client: &redis::Client, url: &str) -> Result<ConnectionManager, Error> {
     let probe = redis::AsyncConnectionConfig::new()
         .set_connection_timeout(Duration::from_secs(5))
@@ -225,10 +231,7 @@ async fn connect_single(client: &redis::Client, url: &str) -> Result<ConnectionM
         .map_err(|err| ping_error(url, err))?;
     let config = redis::aio::ConnectionManagerConfig::new()
         .set_connection_timeout(Duration::from_secs(5))
-        .set_exponent_base(2)
-        .set_factor(50)
-        .set_max_delay(2_000)
-        .set_number_of_retries(8);
+        .set_number_of_retries(0);
     ConnectionManager::new_with_config(client.clone(), config)
         .await
         .map_err(|err| Error::connect(url, err))
@@ -327,7 +330,7 @@ impl Queue {
         }
         let mut conn = self.conn();
         let mut result: redis::RedisResult<Vec<Value>> = pipe.query_async(&mut conn).await;
-        if retry && matches!(&result, Err(err) if closed(err)) {
+        if matches!(&result, Err(err) if send_again(retry, err)) {
             conn = self.conn();
             result = pipe.query_async(&mut conn).await;
         }
@@ -394,7 +397,7 @@ impl Nodes {
             match result {
                 Err(err)
                     if matches!(self, Nodes::Cluster { .. })
-                        && unreachable(&err)
+                        && away(&err)
                         && started.elapsed() < OWNER_WAIT =>
                 {
                     crate::sleep(OWNER_POLL).await;
@@ -451,16 +454,6 @@ impl Nodes {
             None => redis::Client::open(info),
         }
     }
-}
-
-/// Whether `err` says the server could not be reached (refused, reset, timed out) or the
-/// cluster has no master for a slot: what a failover looks like from outside.
-fn unreachable(err: &redis::RedisError) -> bool {
-    err.is_connection_refusal()
-        || err.is_io_error()
-        || err.is_timeout()
-        || err.is_connection_dropped()
-        || err.kind() == redis::ErrorKind::ClusterDown
 }
 
 /// The master's address for `slot` in a `CLUSTER SLOTS` reply: entries

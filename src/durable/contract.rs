@@ -180,7 +180,7 @@ pub(crate) const DRAIN: u64 = 256;
 pub(crate) const RLOW_AT: u64 = 8;
 /// `LeaderOptions::busy_lease`'s default, in ms; the scripts use it only for a meta
 /// written before meta had its `busy` field.
-pub(crate) const DEFAULT_BUSY_LEASE_MS: u64 = 750;
+pub(crate) const DEFAULT_BUSY_LEASE_MS: u64 = 300;
 
 /// The width in ms of a bucket of `level`.
 pub(crate) fn level_width_ms(level: u8) -> u64 {
@@ -287,7 +287,7 @@ mod tests {
         assert!(header.contains("META = KEYS[1] JOBS = KEYS[2] DUE = KEYS[3] READY = KEYS[4] "));
         assert!(!header.contains("FLIGHT = "));
         assert!(header.contains("'wake'"));
-        assert!(header.contains("= 1024, 64, 6, 256, 256, 8, 750 "));
+        assert!(header.contains("= 1024, 64, 6, 256, 256, 8, 300 "));
     }
 
     #[test]

@@ -24,6 +24,8 @@ use std::fmt;
 pub struct Error {
     kind: Kind,
     message: String,
+    /// Redis could not be reached, or is not serving yet (see [`Error::is_away`]).
+    away: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,7 +44,11 @@ enum Kind {
 
 impl Error {
     fn new(kind: Kind, message: String) -> Error {
-        Error { kind, message }
+        Error {
+            kind,
+            message,
+            away: false,
+        }
     }
 
     pub(crate) fn invalid_url(url: &str, why: impl fmt::Display) -> Error {
@@ -147,7 +153,17 @@ impl Error {
                 ),
             );
         }
-        Error::new(Kind::Redis, format!("redis error on {key} ({what}): {err}"))
+        let mut error = Error::new(Kind::Redis, format!("redis error on {key} ({what}): {err}"));
+        error.away = away(&err);
+        error
+    }
+
+    /// Whether Redis was away: not reachable (refused, reset, timed out, closed) or not
+    /// serving yet (loading its data, a cluster without a master for the slot). The
+    /// background loops try again after such an error at a steady pace, not a growing
+    /// one, so that they resume as soon as Redis does (see `durable::retry`).
+    pub(crate) fn is_away(&self) -> bool {
+        self.away
     }
 
     /// [`redis`](Error::redis) for an error of `script`, with Redis's `user_script:<line>`
@@ -231,3 +247,19 @@ impl fmt::Display for Error {
 }
 
 impl std::error::Error for Error {}
+
+/// See [`Error::is_away`].
+pub(crate) fn away(err: &redis::RedisError) -> bool {
+    use redis::ErrorKind;
+    err.is_connection_refusal()
+        || err.is_connection_dropped()
+        || err.is_io_error()
+        || err.is_timeout()
+        || matches!(
+            err.kind(),
+            ErrorKind::BusyLoadingError
+                | ErrorKind::ClusterDown
+                | ErrorKind::MasterDown
+                | ErrorKind::TryAgain
+        )
+}

@@ -6,17 +6,18 @@
 //! at half its length. Scripts that add an earlier wake publish it on the queue's
 //! channel, to which every leader and candidate subscribes.
 //!
-//! The lease is as long as the quiet time ahead allows: `busy_lease` (750 ms) when work is
+//! The lease is as long as the quiet time ahead allows: `busy_lease` (300 ms) when work is
 //! near, up to `idle_lease` (60 s) when the next due work is further away than that, and
 //! never ending later than that work. A candidate sleeps until the lease it last saw
 //! ends, then tries to take it; a script that adds earlier work shortens a long lease
-//! to `max(wake, now + 750 ms)` and publishes the new end. So a leader killed with work
+//! to `max(wake, now + busy_lease)` and publishes the new end. So a leader killed with work
 //! near is replaced within `busy_lease` plus a few milliseconds, and an idle queue costs
 //! one renewal per 30 s and one look per candidate per 30 s.
 
 use super::error::Error;
 use super::leader_handle::{stats, LeaderHandle, LeaderStats, Shared};
 use super::queue::Queue;
+use super::retry::Retry;
 use super::scripts::scripts;
 use futures_core::Stream;
 use std::pin::Pin;
@@ -31,7 +32,10 @@ use tokio::time::Instant;
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct LeaderOptions {
-    /// The lease while work is near: a killed leader is replaced within this (750 ms).
+    /// The lease while work is near: a killed leader is replaced within this (300 ms).
+    /// While work is near, the leader renews it every half of it (one small script
+    /// call), and a candidate looks at it about as often; jobs due while a killed
+    /// leader's lease runs out wait up to this long.
     pub busy_lease: Duration,
     /// The longest lease, taken when the next due work is further away (60 s). Both
     /// leases are kept within 10 ms and one day, the idle one no shorter than the busy.
@@ -159,8 +163,10 @@ impl Leader {
 
     /// Runs the candidate on the current tokio runtime until stopped; after any error
     /// (Redis away, a permission missing, garbage in a key of the queue) backs off
-    /// (100 ms doubling to 2 s) and tries again, keeping its lease if it is still live;
-    /// it never stops on an error. [`LeaderStats::errors`] counts them, and
+    /// and tries again, keeping its lease if it is still live; it never stops on an error.
+    /// While Redis is away (down, restarting, loading) it tries every 100 ms, so it
+    /// resumes within about that of Redis answering; after other errors it waits 100 ms
+    /// doubling to 2 s. [`LeaderStats::errors`] counts them, and
     /// [`LeaderHandle::last_error`] says the last.
     pub fn spawn(self) -> LeaderHandle {
         let shared = self.shared.clone();
@@ -174,9 +180,9 @@ impl Leader {
     }
 
     async fn run(mut self, mut stopped: watch::Receiver<bool>) -> Result<(), Error> {
-        let mut backoff = Duration::from_millis(100);
+        let mut retry = Retry::new();
         loop {
-            match self.session(&mut stopped).await {
+            match self.session(&mut stopped, &mut retry).await {
                 Ok(()) => return Ok(()),
                 // Whatever failed (Redis away, a permission, garbage in a key, which a
                 // script meets before it writes anything), the leader goes on: an
@@ -184,21 +190,24 @@ impl Leader {
                 Err(err) => {
                     self.shared.failed(&err);
                     tokio::select! {
-                        _ = crate::sleep(backoff) => {}
+                        _ = crate::sleep(retry.after(&err)) => {}
                         _ = stopped.changed() => {}
                     }
                     if *stopped.borrow() {
                         self.release().await;
                         return Ok(());
                     }
-                    backoff = (backoff * 2).min(Duration::from_secs(2));
                 }
             }
         }
     }
 
     /// One subscription to the queue's channel: campaign or lead until it drops.
-    async fn session(&mut self, stopped: &mut watch::Receiver<bool>) -> Result<(), Error> {
+    async fn session(
+        &mut self,
+        stopped: &mut watch::Receiver<bool>,
+        retry: &mut Retry,
+    ) -> Result<(), Error> {
         let channel = self.queue.channel();
         let mut pubsub = tokio::select! {
             pubsub = self.queue.subscriber() => {
@@ -218,6 +227,7 @@ impl Leader {
         self.wake_now();
         loop {
             self.due_step().await?;
+            retry.reset();
             let deadline = match self.role {
                 Role::Candidate { retry_at } => retry_at,
                 Role::Leading {
@@ -510,6 +520,13 @@ impl Leader {
             let refilled = flags & 2 == 2 && super::recur::refill(&self.queue, token, now).await?;
             if !more && !refilled {
                 return Ok(());
+            }
+            // A long drain (a backlog after an outage) keeps the lease it needs: a
+            // short busy lease could end between two calls.
+            if let Role::Leading { renew_at, .. } = self.role {
+                if Instant::now() >= renew_at {
+                    self.renew().await?;
+                }
             }
         }
     }

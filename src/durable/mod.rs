@@ -205,6 +205,7 @@ mod recur;
 mod redact;
 mod repair;
 mod reply;
+mod retry;
 mod scripts;
 mod stats;
 mod trace;

@@ -66,14 +66,22 @@ impl When {
 }
 
 /// Whether `err` says the connection was closed under the call (a broken pipe, a reset):
-/// the connection manager reconnects, so the call may be sent again at once.
+/// the connection manager starts a new connection, so the call may be sent again at once.
 pub(crate) fn closed(err: &redis::RedisError) -> bool {
     err.is_connection_dropped() || err.kind() == redis::ErrorKind::IoError
 }
 
+/// Whether a call that failed with `err` is sent once more, on the new connection its
+/// failure started: if it may run twice (`idempotent`) and the connection was closed
+/// under it, or whatever it is if it was never sent (the connection it waited for was
+/// refused: the attempt before was made while Redis was down; the new one may not be).
+pub(crate) fn send_again(idempotent: bool, err: &redis::RedisError) -> bool {
+    err.is_connection_refusal() || (idempotent && closed(err))
+}
+
 /// A handle to one durable queue: schedule, cancel and reschedule jobs by id, and look at
 /// the queue. Cheap to clone; clones share one multiplexed connection, which reconnects
-/// with backoff when Redis goes away.
+/// when a call finds it broken.
 ///
 /// All keys of a queue start with `tickless:{<name>}:`: the braces make the name a hash
 /// tag, so on Redis Cluster the whole queue lives in one slot and different queues spread
@@ -130,8 +138,10 @@ impl Queue {
     /// Connects to the Redis server at `url` and opens the queue `name`.
     ///
     /// The first connection is tried once, with a 5 s timeout, so that a wrong address
-    /// fails fast; after that the connection reconnects with exponential backoff on its
-    /// own. The queue's keys are checked for the types this crate writes.
+    /// fails fast. After that, a call that finds the connection broken starts a new one:
+    /// a call made while Redis is down fails at once with [`Error::is_redis`] (calling
+    /// again later is the answer; leaders and workers do, every 100 ms). The queue's
+    /// keys are checked for the types this crate writes.
     ///
     /// # Errors
     ///
@@ -303,7 +313,7 @@ impl Queue {
             invocation.arg(*arg);
         }
         let mut result: redis::RedisResult<Value> = invocation.invoke_async(&mut self.conn()).await;
-        if retry && matches!(&result, Err(err) if closed(err)) {
+        if matches!(&result, Err(err) if send_again(retry, err)) {
             result = invocation.invoke_async(&mut self.conn()).await;
         }
         let value = result.map_err(|err| Error::script(self.meta_key(), script, err))?;
@@ -338,7 +348,7 @@ impl Queue {
         }
         let mut conn = self.conn();
         let mut result: redis::RedisResult<Vec<Value>> = pipe.query_async(&mut conn).await;
-        if script.idempotent && matches!(&result, Err(err) if closed(err)) {
+        if matches!(&result, Err(err) if send_again(script.idempotent, err)) {
             conn = self.conn();
             result = pipe.query_async(&mut conn).await;
         }

@@ -13,9 +13,11 @@
 //! worker that dies while waiting loses nothing, and an idle worker costs no commands.
 
 use super::contract::{system_time, Key};
+use super::error::away;
 use super::error::Error;
 use super::queue::Queue;
 use super::reply::Reply;
+use super::retry::Retry;
 use super::scripts::scripts;
 use std::collections::HashMap;
 use std::fmt::Display;
@@ -384,9 +386,10 @@ impl Worker {
     /// retrying cannot cure ([`Error::is_garbage`]). A handler's `Ok` acks the job; an `Err` or a
     /// panic fails it (retry after backoff, or dead after the last attempt). Acks ride on
     /// the next claim, waiting at most 5 ms for one. Leases of
-    /// running handlers are extended every third of the lease. When Redis goes away, the
-    /// worker reconnects with backoff (100 ms doubling to 2 s); deliveries whose ack was
-    /// lost are delivered again.
+    /// running handlers are extended every third of the lease. When Redis goes away
+    /// (down, restarting, loading), the worker tries again every 100 ms, so it resumes
+    /// within about that of Redis answering; after other errors it waits 100 ms doubling
+    /// to 2 s. Deliveries whose ack was lost are delivered again.
     ///
     /// To stop a worker, drop this future (or abort its task): handlers already running
     /// finish on their own, and jobs whose ack had not reached Redis are delivered again
@@ -412,7 +415,7 @@ impl Worker {
         let mut maybe_ready = true;
         let mut wait: Option<Wait> = None;
         let mut extend_at = Instant::now() + self.options.lease / 3;
-        let mut backoff = Duration::from_millis(100);
+        let mut retry = Retry::new();
         let concurrency = self.options.concurrency.max(1);
         // Acks wait up to ACK_DELAY for the next claim to ride on, which saves a script
         // call per wave of jobs; a worker with nothing else to do flushes them then.
@@ -424,7 +427,7 @@ impl Worker {
                 let asked = if maybe_ready { capacity } else { 0 };
                 match self.claim_and_ack(&acks, asked).await {
                     Ok((_, jobs)) => {
-                        backoff = Duration::from_millis(100);
+                        retry.reset();
                         acks.clear();
                         ack_due = None;
                         if jobs.len() < asked {
@@ -439,19 +442,15 @@ impl Worker {
                         }
                     }
                     Err(err) if err.is_garbage() => return Err(err),
-                    Err(_) => {
-                        crate::sleep(backoff).await;
-                        backoff = (backoff * 2).min(Duration::from_secs(2));
-                    }
+                    Err(err) => crate::sleep(retry.after(&err)).await,
                 }
                 continue;
             }
             if wait.is_none() && capacity > 0 {
                 match self.wait().await {
                     Ok(future) => wait = Some(future),
-                    Err(_) => {
-                        crate::sleep(backoff).await;
-                        backoff = (backoff * 2).min(Duration::from_secs(2));
+                    Err(err) => {
+                        crate::sleep(retry.after(&err)).await;
                         maybe_ready = true;
                         continue;
                     }
@@ -491,10 +490,9 @@ impl Worker {
                 result = waiting => {
                     wait = None;
                     maybe_ready = true;
-                    if result.is_err() {
+                    if let Err(err) = result {
                         self.waiter = None;
-                        crate::sleep(backoff).await;
-                        backoff = (backoff * 2).min(Duration::from_secs(2));
+                        crate::sleep(retry.after_error(away(&err))).await;
                     }
                 }
                 _ = crate::sleep_until(ack_due.unwrap_or(extend_at)), if ack_due.is_some() => {}
