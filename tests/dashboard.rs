@@ -431,7 +431,25 @@ fn dashboard_in_a_browser_shows_what_redis_holds_and_retries_the_dead() {
         json!(0)
     );
 
+    // Script failures a leader or worker counted in the queue (as
+    // tests/durable_counters.rs makes them): shown, their message as text.
+    runtime.block_on(async {
+        let _: () = redis::cmd("HSET")
+            .arg("tickless:{reviews}:meta")
+            .arg("n_script_errors")
+            .arg(2)
+            .arg("last_script_error")
+            .arg("garbage in <b>ready</b>")
+            .query_async(&mut admin)
+            .await
+            .unwrap();
+    });
     browser.open(&format!("{base}/queue/reviews"));
+    assert!(browser.text("#script-errors").starts_with("2 script calls"));
+    assert_eq!(
+        browser.text("#last-script-error"),
+        "garbage in <b>ready</b>"
+    );
     let shot = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard.png");
     browser.screenshot(&shot);
 
@@ -455,6 +473,7 @@ fn dashboard_in_a_browser_shows_what_redis_holds_and_retries_the_dead() {
         ("delivered", 3),
         ("died", 2),
         ("leaderships", 1),
+        ("script_errors", 2),
     ] {
         let line = format!("tickless_events_total{{queue=\"reviews\",event=\"{event}\"}} {n}\n");
         assert!(metrics.contains(&line), "{line} in {metrics}");

@@ -66,3 +66,57 @@ async fn counters_follow_schedules_promotions_deliveries_and_outcomes() {
         "{c:?}"
     );
 }
+
+/// A script a leader or worker runs that raises (here: `ready` holds a string) changes
+/// nothing and cannot count itself; the process that met it counts it in the queue, with
+/// the message, for `/metrics` and the dashboard.
+#[tokio::test]
+async fn script_failures_met_by_leaders_and_workers_are_counted_in_the_queue() {
+    let server = RedisServer::start();
+    let queue = Queue::connect(&server.url(), "failing").await.unwrap();
+    queue.set_manual_clock(Some(at(T0))).await.unwrap();
+    queue.schedule("due", b"x", at(T0)).await.unwrap();
+    queue.schedule("later", b"x", at(T0 + 100)).await.unwrap();
+    let mut admin = redis::Client::open(server.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let ready = "tickless:{failing}:ready";
+    let _: () = redis::pipe()
+        .del(ready)
+        .set(ready, "not a list")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    queue
+        .advance_manual_clock(Duration::from_millis(200))
+        .await
+        .unwrap();
+    let leader = queue.leader(LeaderOptions::default()).spawn();
+    let give_up = std::time::Instant::now() + Duration::from_secs(10);
+    let counted = loop {
+        let c = queue.counters().await.unwrap();
+        if c.script_errors > 0 {
+            break c;
+        }
+        assert!(std::time::Instant::now() < give_up, "never counted: {c:?}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    let message = counted.last_script_error.unwrap();
+    assert!(
+        message.contains(ready) && message.contains("garbage"),
+        "{message}"
+    );
+    leader.stop().await.unwrap();
+    let by_leader = queue.counters().await.unwrap().script_errors;
+
+    // A worker's claim meets it too: counted, then `run` ends on the garbage.
+    let worker = queue.worker(WorkerOptions::default());
+    let err = worker
+        .run(|_job| async { Ok::<(), std::io::Error>(()) })
+        .await
+        .unwrap_err();
+    assert!(err.is_garbage(), "{err}");
+    assert_eq!(queue.counters().await.unwrap().script_errors, by_leader + 1);
+}

@@ -26,6 +26,8 @@ pub struct Error {
     message: String,
     /// Redis could not be reached, or is not serving yet (see [`Error::is_away`]).
     away: bool,
+    /// Redis ran a script of the queue and it raised (see [`Error::is_script_failure`]).
+    script_failed: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,6 +50,7 @@ impl Error {
             kind,
             message,
             away: false,
+            script_failed: false,
         }
     }
 
@@ -173,9 +176,20 @@ impl Error {
         script: &super::scripts::Script,
         err: redis::RedisError,
     ) -> Error {
+        // An answer with an error code, not a connection that failed: Redis ran it.
+        let answered = err.code().is_some();
         let mut error = Error::redis(key, script.name, err);
         error.message = script.relabel(&error.message);
+        error.script_failed = answered && !error.away;
         error
+    }
+
+    /// Redis ran one of the queue's scripts and it raised (garbage in a key, a command the
+    /// user may not run, a script error), as opposed to Redis being away. Such failures
+    /// are counted in the queue (`Counters::script_errors`) by the leader or worker that
+    /// met them.
+    pub(crate) fn is_script_failure(&self) -> bool {
+        self.script_failed
     }
 
     /// The URL could not be parsed, or names a scheme other than `redis://`, `rediss://`
@@ -262,4 +276,30 @@ pub(crate) fn away(err: &redis::RedisError) -> bool {
                 | ErrorKind::MasterDown
                 | ErrorKind::TryAgain
         )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use redis::{ErrorKind, RedisError};
+
+    #[test]
+    fn only_an_answer_from_a_script_that_ran_is_a_script_failure() {
+        let script = &super::super::scripts::scripts().tick;
+        let raised = RedisError::from((
+            ErrorKind::ResponseError,
+            "An error was signalled by the server",
+            "user_script:3: boom".to_string(),
+        ));
+        assert_eq!(raised.code(), Some("ERR"));
+        let err = Error::script("meta", script, raised);
+        assert!(err.is_script_failure() && !err.is_away(), "{err}");
+        for (kind, text) in [
+            (ErrorKind::IoError, "broken pipe"),
+            (ErrorKind::BusyLoadingError, "loading"),
+        ] {
+            let away = Error::script("meta", script, RedisError::from((kind, text)));
+            assert!(away.is_away() && !away.is_script_failure(), "{away}");
+        }
+    }
 }

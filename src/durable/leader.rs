@@ -189,6 +189,7 @@ impl Leader {
                 // operator can repair a key or grant a permission without a restart.
                 Err(err) => {
                     self.shared.failed(&err);
+                    self.queue.report("leader", &err).await;
                     tokio::select! {
                         _ = crate::sleep(retry.after(&err)) => {}
                         _ = stopped.changed() => {}

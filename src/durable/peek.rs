@@ -195,6 +195,15 @@ pub struct Counters {
     pub lag: Vec<(Option<u64>, u64)>,
     /// The sum of the promotion lags, in ms.
     pub lag_sum_ms: u64,
+    /// Script calls of a leader or worker that Redis ran and that raised (garbage in a
+    /// key, a missing permission): each such call changed nothing, and the loop that made
+    /// it backs off and tries again. A script cannot count its own failure (one that
+    /// raises has written nothing: each checks before its first write), so the process
+    /// that met it adds it.
+    pub script_errors: u64,
+    /// The message of the latest of those, as that process saw it (no secret: errors
+    /// never hold a password).
+    pub last_script_error: Option<String>,
 }
 
 impl Queue {
@@ -216,6 +225,7 @@ impl Queue {
             "leaderships",
             "promoted",
             "lag_sum_ms",
+            "script_errors",
         ];
         let lag_fields: Vec<String> = LAG_BOUNDS_MS
             .iter()
@@ -228,12 +238,14 @@ impl Queue {
             .chain(lag_fields)
             .collect();
         let meta = self.meta_key();
-        let values: Vec<Option<String>> = redis::cmd("HMGET")
+        let mut values: Vec<Option<String>> = redis::cmd("HMGET")
             .arg(meta)
             .arg(&fields)
+            .arg(LAST_SCRIPT_ERROR)
             .query_async(&mut self.conn())
             .await
             .map_err(|err| Error::redis(meta, "HMGET", err))?;
+        let last_script_error = values.pop().flatten();
         let mut numbers = Vec::with_capacity(fields.len());
         for (field, value) in fields.iter().zip(&values) {
             numbers.push(match value {
@@ -254,16 +266,41 @@ impl Queue {
             leaderships: n(6),
             promoted: n(7),
             lag_sum_ms: n(8),
+            script_errors: n(9),
+            last_script_error,
             lag: LAG_BOUNDS_MS
                 .iter()
                 .map(|&b| Some(b))
                 .chain([None])
                 .enumerate()
-                .map(|(i, le)| (le, n(9 + i)))
+                .map(|(i, le)| (le, n(10 + i)))
                 .collect(),
         })
     }
+
+    /// Counts `err` in the queue if Redis ran a script of ours and it raised
+    /// ([`Error::is_script_failure`]): `n_script_errors` and `last_script_error` in meta,
+    /// what a dashboard in any process shows. Best effort: when meta itself is the key
+    /// holding garbage, or Redis is gone, nothing is counted. And a `tracing` warning
+    /// (feature `tracing`), whatever the error.
+    pub(crate) async fn report(&self, role: &'static str, err: &Error) {
+        super::trace::event!(warn, queue = self.name(), role, error = %err, "call failed");
+        if !err.is_script_failure() {
+            return;
+        }
+        let message: String = err.to_string().chars().take(1024).collect();
+        let _: Result<(), _> = redis::pipe()
+            .hincr(self.meta_key(), "n_script_errors", 1)
+            .ignore()
+            .hset(self.meta_key(), LAST_SCRIPT_ERROR, message)
+            .ignore()
+            .query_async(&mut self.conn())
+            .await;
+    }
 }
+
+/// The meta field holding the message of the latest script failure a leader or worker met.
+const LAST_SCRIPT_ERROR: &str = "last_script_error";
 
 /// The names of the queues on the Redis server at `url`: every `tickless:{<name>}:meta`
 /// key, found with `SCAN` (a queue gets its meta key when a leader first runs on it).

@@ -441,8 +441,13 @@ impl Worker {
                             spawn_handler(self.queue.name(), &handler, job, done_tx.clone());
                         }
                     }
-                    Err(err) if err.is_garbage() => return Err(err),
-                    Err(err) => crate::sleep(retry.after(&err)).await,
+                    Err(err) => {
+                        self.queue.report("worker", &err).await;
+                        if err.is_garbage() {
+                            return Err(err);
+                        }
+                        crate::sleep(retry.after(&err)).await;
+                    }
                 }
                 continue;
             }
@@ -450,6 +455,7 @@ impl Worker {
                 match self.wait().await {
                     Ok(future) => wait = Some(future),
                     Err(err) => {
+                        self.queue.report("worker", &err).await;
                         crate::sleep(retry.after(&err)).await;
                         maybe_ready = true;
                         continue;
@@ -482,7 +488,9 @@ impl Worker {
                             Err(error) => {
                                 // A lost answer leaves the job in flight: its lease ends
                                 // and it is delivered again.
-                                let _ = self.fail(&job, &error).await;
+                                if let Err(err) = self.fail(&job, &error).await {
+                                    self.queue.report("worker", &err).await;
+                                }
                             }
                         }
                     }
@@ -499,7 +507,9 @@ impl Worker {
                 _ = crate::sleep_until(extend_at), if extending => {
                     extend_at = Instant::now() + self.options.lease / 3;
                     let ids: Vec<&str> = running.keys().map(String::as_str).collect();
-                    let _ = self.extend(ids).await;
+                    if let Err(err) = self.extend(ids).await {
+                        self.queue.report("worker", &err).await;
+                    }
                 }
             }
         }

@@ -92,6 +92,7 @@ h1{font-size:1.4em}h2{font-size:1.1em;margin-top:1.6em}\
 table{border-collapse:collapse}td,th{padding:.25em .7em;border-bottom:1px solid #ddd;text-align:left}\
 td.n{text-align:right;font-variant-numeric:tabular-nums}\
 .inline{display:inline}.msg{background:#eef6e8;padding:.5em;border:1px solid #9c6}\
+.warn{background:#fbeaea;padding:.5em;border:1px solid #c66}\
 .chart{width:100%;max-width:40em;height:auto;background:#fafafa;border:1px solid #ddd}\
 .chart text{font-size:10px;fill:#555}.axis{stroke:#999}.bar{fill:#4a7fb5}\
 polyline{fill:none;stroke-width:1.5}polyline.p50{stroke:#4a7fb5}polyline.p99{stroke:#c0504d}\
@@ -244,6 +245,8 @@ pub(super) struct QueueView<'a> {
     /// The recurring schedules, or the error that kept them from being read (a garbled
     /// record, which `Queue::schedules` names).
     pub(super) schedules: Result<Vec<ScheduleInfo>, String>,
+    /// Script calls of leaders and workers that raised, and the latest one's message.
+    pub(super) script_errors: (u64, Option<String>),
 }
 
 fn level_name(level: Option<u8>) -> String {
@@ -305,6 +308,14 @@ pub(super) fn queue_page(ctx: &Ctx<'_>, view: &QueueView<'_>, history: &History)
         lag(s.promotion_lag_p99),
         s.promoted
     );
+    if let (n @ 1.., last) = &view.script_errors {
+        let _ = write!(
+            body,
+            "<p class=\"warn\" id=\"script-errors\">{n} script calls of leaders and workers \
+             failed (each changed nothing). The latest: <span id=\"last-script-error\">{}</span></p>",
+            esc(last.as_deref().unwrap_or("unknown"))
+        );
+    }
     if s.manual_clock {
         let _ = write!(body, "<p>Manual clock at {} ms.</p>", unix_ms(s.now));
     }

@@ -97,7 +97,8 @@ pub(super) async fn render(queues: &[Queue]) -> String {
         "counter",
         "Running totals kept in Redis by the queue's scripts: scheduled, delivered, acked, \
          retried, died, quarantined (records a script could not read), leaderships \
-         (leader changes).",
+         (leader changes), script_errors (script calls of a leader or worker that raised and \
+         changed nothing: garbage in a key, a missing permission).",
     );
     let mut hist = Family::new(
         "tickless_promotion_lag_seconds",
@@ -152,6 +153,7 @@ pub(super) async fn render(queues: &[Queue]) -> String {
                 ("died", c.died),
                 ("quarantined", c.quarantined),
                 ("leaderships", c.leaderships),
+                ("script_errors", c.script_errors),
             ] {
                 totals.add(&[("queue", q), ("event", event)], n);
             }

@@ -161,6 +161,10 @@ async fn queue_page(
             in_flight: queue.in_flight_ids(LIST).await?,
             dead: queue.dead(LIST).await?,
             schedules: queue.schedules().await.map_err(|err| err.to_string()),
+            script_errors: queue
+                .counters()
+                .await
+                .map_or((0, None), |c| (c.script_errors, c.last_script_error)),
         })
     };
     match view.await {
