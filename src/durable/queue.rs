@@ -476,7 +476,10 @@ impl Queue {
     /// is not searched for there, but marked so that the worker that pops it drops it.
     ///
     /// Cancelling a job in flight does not stop its handler; that delivery's ack then
-    /// finds nothing to complete.
+    /// finds nothing to complete. One exception: acks match a delivery by id and attempt,
+    /// so if the id is scheduled again and delivered before the old handler acks, the old
+    /// ack completes the new delivery (both are attempt 1). To run a job again after
+    /// cancelling it in flight, give it a new id.
     ///
     /// # Errors
     ///
