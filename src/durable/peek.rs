@@ -283,6 +283,8 @@ impl Queue {
     /// what a dashboard in any process shows. Best effort: when meta itself is the key
     /// holding garbage, or Redis is gone, nothing is counted. And a `tracing` warning
     /// (feature `tracing`), whatever the error.
+    // `role` only names the warning, which exists with the feature.
+    #[cfg_attr(not(feature = "tracing"), allow(unused_variables))]
     pub(crate) async fn report(&self, role: &'static str, err: &Error) {
         super::trace::event!(warn, queue = self.name(), role, error = %err, "call failed");
         if !err.is_script_failure() {
