@@ -230,11 +230,8 @@ impl Pass<'_> {
 }
 
 #[cfg(test)]
-#[path = "../../tests/support/redis_server.rs"]
-mod redis_server;
-
-#[cfg(test)]
 mod tests {
+    use super::super::scripts::redis_server;
     use super::*;
     use crate::durable::WorkerOptions;
     use std::time::Duration;
