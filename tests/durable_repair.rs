@@ -479,3 +479,127 @@ fn every_command_a_script_sends_is_in_the_readmes_acl_line() {
         "sent by a script, not in README's ACL line: {missing:?}"
     );
 }
+
+/// A leader with a lease of a day (the manual clock's jumps do not end it), led.
+async fn day_leader(queue: &Queue) -> tickless::durable::Leader {
+    let mut options = LeaderOptions::default();
+    options.busy_lease = Duration::from_secs(86_400);
+    options.idle_lease = options.busy_lease;
+    let mut leader = queue.leader(options);
+    leader.step().await.unwrap();
+    leader
+}
+
+fn ids(jobs: &[Job]) -> Vec<String> {
+    jobs.iter().map(|j| j.id().to_string()).collect()
+}
+
+/// `ready` deleted by hand: the skip counts of jobs elsewhere (a ready job rescheduled
+/// later keeps one stale entry counted) and of tombstones no longer match it. Repair
+/// corrects them and removes the tombstone, so the rescheduled job is delivered when
+/// due and a job scheduled again under the cancelled one's id is delivered at once.
+#[tokio::test]
+async fn repair_after_ready_is_deleted_corrects_the_stale_counts_of_jobs_elsewhere() {
+    let server = RedisServer::start();
+    let mut admin = admin(&server).await;
+    let name = queue_name("skip");
+    let key = |suffix: &str| format!("tickless:{{{name}}}:{suffix}");
+    let queue = Queue::connect(&server.url(), &name).await.unwrap();
+    queue.set_manual_clock(Some(at(T0))).await.unwrap();
+    let mut leader = day_leader(&queue).await;
+    assert!(queue.schedule("moved", b"", at(T0)).await.unwrap());
+    assert!(queue.reschedule("moved", at(T0 + 10_000)).await.unwrap());
+    assert!(queue.schedule("gone", b"", at(T0)).await.unwrap());
+    assert!(queue.cancel("gone").await.unwrap());
+    let _: i64 = cmd(&mut admin, &["DEL", &key("ready")]).await;
+    let repaired = queue.repair().await.unwrap();
+    assert_eq!((repaired.placed, repaired.removed), (1, 1), "{repaired:?}");
+    let tomb: Option<String> = cmd(&mut admin, &["HGET", &key("jobs"), "gone"]).await;
+    assert_eq!(tomb, None);
+    assert!(queue.schedule("gone", b"", at(T0)).await.unwrap());
+    let worker = queue.worker(WorkerOptions::default());
+    assert_eq!(ids(&worker.try_claim(10).await.unwrap()), ["gone"]);
+    queue.set_manual_clock(Some(at(T0 + 10_000))).await.unwrap();
+    leader.step().await.unwrap();
+    assert_eq!(ids(&worker.try_claim(10).await.unwrap()), ["moved"]);
+    assert_eq!(queue.repair().await.unwrap(), Default::default());
+}
+
+/// A cron schedule whose `rnext` entry and `due` member are both lost: repair counts
+/// it on from now and wakes the leader (an idle one would sleep on), whose next tick
+/// has its occurrences computed.
+#[tokio::test]
+async fn repair_of_a_cron_schedule_that_lost_its_times_wakes_the_leader_to_compute_them() {
+    let server = RedisServer::start();
+    let mut admin = admin(&server).await;
+    let name = queue_name("cron-lost");
+    let key = |suffix: &str| format!("tickless:{{{name}}}:{suffix}");
+    let queue = Queue::connect(&server.url(), &name).await.unwrap();
+    queue.set_manual_clock(Some(at(T0))).await.unwrap();
+    queue.cron("c", "* * * * *", "UTC", b"").await.unwrap();
+    let mut leader = day_leader(&queue).await;
+    leader.step().await.unwrap();
+    let _: i64 = cmd(&mut admin, &["HDEL", &key("rnext"), "c"]).await;
+    let _: i64 = cmd(&mut admin, &["ZREM", &key("due"), "rc"]).await;
+    queue.repair().await.unwrap();
+    // Woken now: a script that wakes the leader earlier than it is armed for lowers
+    // `armed` and publishes that time (lib.lua's flush).
+    let armed: String = cmd(&mut admin, &["HGET", &key("meta"), "armed"]).await;
+    assert_eq!(armed, T0.to_string());
+    leader.step().await.unwrap();
+    let next: String = cmd(&mut admin, &["HGET", &key("rnext"), "c"]).await;
+    assert!(
+        next.starts_with(&format!("{T0}:{},", T0 + 40_000)),
+        "{next}"
+    );
+    let head: Vec<String> = cmd(&mut admin, &["ZRANGE", &key("due"), "0", "0"]).await;
+    assert_eq!(head, ["rc"]);
+}
+
+/// A queue in every healthy state (ready, staged, in buckets, in flight, dead, a job
+/// rescheduled out of `ready` and a tombstone with stale entries, schedules of both
+/// kinds, one of them with no occurrence left): repair finds nothing to fix, and
+/// changes nothing.
+#[tokio::test]
+async fn repair_of_a_healthy_queue_fixes_nothing() {
+    let server = RedisServer::start();
+    let mut admin = admin(&server).await;
+    let name = queue_name("healthy");
+    let queue = Queue::connect(&server.url(), &name).await.unwrap();
+    queue.set_manual_clock(Some(at(T0))).await.unwrap();
+    let mut leader = day_leader(&queue).await;
+    let worker = queue.worker(WorkerOptions::default());
+    for id in ["flying", "doomed"] {
+        let q = if id == "doomed" {
+            queue.with_max_attempts(1)
+        } else {
+            queue.clone()
+        };
+        assert!(q.schedule(id, b"", at(T0)).await.unwrap());
+        let claimed = worker.try_claim(1).await.unwrap();
+        if id == "doomed" {
+            worker.fail(&claimed[0], "boom").await.unwrap();
+        }
+    }
+    for (id, ms) in [
+        ("ready", T0),
+        ("moved", T0),
+        ("gone", T0),
+        ("staged", T0 + 100),
+        ("near", T0 + 5_000),
+        ("far", T0 + 400_000),
+    ] {
+        assert!(queue.schedule(id, b"", at(ms)).await.unwrap());
+    }
+    assert!(queue.reschedule("moved", at(T0 + 60_000)).await.unwrap());
+    assert!(queue.cancel("gone").await.unwrap());
+    queue
+        .every("e", Duration::from_secs(30), b"")
+        .await
+        .unwrap();
+    queue.cron("c", "* * * * *", "UTC", b"").await.unwrap();
+    leader.step().await.unwrap();
+    let before = snapshot(&mut admin, &name).await;
+    assert_eq!(queue.repair().await.unwrap(), Default::default());
+    assert_eq!(snapshot(&mut admin, &name).await, before);
+}

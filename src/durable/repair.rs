@@ -10,11 +10,14 @@
 //! 1. `jobs`: a job whose record names a bucket that does not hold it is inserted anew
 //!    by its due time; a bucket that holds its job but has no `due` member gets it back;
 //!    a dead job not in `dead` goes there; an unreadable record is quarantined. A job
-//!    neither staged nor in flight should be in `ready`: those are collected here,
-//! 2. `ready` is read once (`LRANGE`, pages), and the jobs not seen in it often enough
-//!    (stale entries count, lib.lua's I5) are looked for again by the script, which
-//!    appends the missing ones. A job in flight is never touched: repair delivers
-//!    nothing twice.
+//!    neither staged nor in flight should be in `ready`; a job elsewhere with stale
+//!    entries in `ready` (its skip count, lib.lua's I5), and a tombstone, should have
+//!    exactly those there: all are collected here,
+//! 2. `ready` is read once (`LRANGE`, pages), and the jobs not seen in it as their
+//!    records say are counted again by the script, one pass over `ready` per page of
+//!    them: it appends the missing ones, corrects skip counts, and removes tombstones
+//!    with no entry left. A job in flight is never moved: repair delivers nothing
+//!    twice.
 //! 3. Entries that name no job are removed: `due` members (a staged job whose record is
 //!    gone or elsewhere, an empty bucket, a schedule that is gone, a member that is not
 //!    ours), `dead` and `errors` entries with no record, `rnext` and `rlow` entries
@@ -30,7 +33,7 @@ use super::contract::Key;
 use super::error::Error;
 use super::queue::Queue;
 use super::scripts::scripts;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// Entries per page read and per script call.
 const PAGE: usize = 256;
@@ -42,7 +45,8 @@ const READY_PAGE: isize = 10_000;
 #[non_exhaustive]
 pub struct Repaired {
     /// Jobs (and schedules, buckets' `due` members, the lease marker) put back where
-    /// their records say, or inserted anew by their due time.
+    /// their records say, or inserted anew by their due time; records whose count of
+    /// stale `ready` entries was corrected.
     pub placed: u64,
     /// Entries removed because they named no job (or no schedule).
     pub removed: u64,
@@ -103,9 +107,38 @@ struct Pass<'a> {
     queue: &'a Queue,
     token: String,
     done: Repaired,
-    /// Jobs neither staged nor in flight, with their skip counts: they should be in
-    /// `ready`.
-    missing: Vec<(Vec<u8>, i64)>,
+    /// Jobs whose entries in `ready` are to be counted (step 2 of the module docs).
+    missing: Vec<Expected>,
+}
+
+/// What `ready` should hold of a job: `skip` stale entries, then a live one if `live`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Expected {
+    id: Vec<u8>,
+    skip: i64,
+    live: bool,
+}
+
+/// The ids of `missing` that `ready` does not hold as expected (`seen`: how often each
+/// appears there), each once: a scan may report an id twice, and one page with an id
+/// twice would ask the script to count it twice (it takes each once, too).
+fn to_count_again(missing: &[Expected], seen: &HashMap<&[u8], i64>) -> Vec<Vec<u8>> {
+    let mut sent = HashSet::new();
+    missing
+        .iter()
+        .filter(|e| {
+            let n = seen.get(e.id.as_slice()).copied().unwrap_or(0);
+            // Seen more often than its stale entries: live in `ready` (or seen while
+            // workers moved the list: the script, which counts itself, would too).
+            if e.live {
+                n <= e.skip
+            } else {
+                n != e.skip
+            }
+        })
+        .filter(|e| sent.insert(e.id.as_slice()))
+        .map(|e| e.id.clone())
+        .collect()
 }
 
 impl Pass<'_> {
@@ -136,17 +169,14 @@ impl Pass<'_> {
         }
     }
 
-    /// Step 2 of the module docs: the jobs that `jobs` found should be in `ready` and
-    /// that it does not show often enough are looked for there by the script.
+    /// Step 2 of the module docs: the jobs that `jobs` reported and that `ready` does not
+    /// hold as their records say are counted there again by the script.
     async fn ready(&mut self) -> Result<bool, Error> {
         if self.missing.is_empty() {
             return Ok(true);
         }
-        let mut seen: HashMap<&[u8], i64> = self
-            .missing
-            .iter()
-            .map(|(id, _)| (id.as_slice(), 0))
-            .collect();
+        let mut seen: HashMap<&[u8], i64> =
+            self.missing.iter().map(|e| (e.id.as_slice(), 0)).collect();
         let name = self.queue.key(Key::Ready).to_string();
         let mut start: isize = 0;
         loop {
@@ -167,14 +197,7 @@ impl Pass<'_> {
             }
             start += READY_PAGE;
         }
-        // Seen more often than its stale entries: live in `ready` (or seen while workers
-        // moved the list: the script, which looks itself, would find it too).
-        let lost: Vec<Vec<u8>> = self
-            .missing
-            .iter()
-            .filter(|(id, skip)| seen.get(id.as_slice()).copied().unwrap_or(0) <= *skip)
-            .map(|(id, _)| id.clone())
-            .collect();
+        let lost = to_count_again(&self.missing, &seen);
         self.missing.clear();
         for page in lost.chunks(PAGE) {
             if !self.call("ready", page.to_vec()).await? {
@@ -195,11 +218,83 @@ impl Pass<'_> {
         self.done.placed += reply.int(1)?.max(0) as u64;
         self.done.removed += reply.int(2)?.max(0) as u64;
         let mut i = 3;
-        while i + 1 < reply.len() {
+        while i + 2 < reply.len() {
             let id = reply.take_bytes(i)?;
-            self.missing.push((id, reply.int(i + 1)?));
-            i += 2;
+            let skip = reply.int(i + 1)?;
+            let live = reply.int(i + 2)? == 1;
+            self.missing.push(Expected { id, skip, live });
+            i += 3;
         }
         Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::scripts::redis_server;
+    use super::*;
+    use crate::durable::WorkerOptions;
+    use std::time::Duration;
+
+    fn expected(id: &str, skip: i64, live: bool) -> Expected {
+        Expected {
+            id: id.as_bytes().to_vec(),
+            skip,
+            live,
+        }
+    }
+
+    #[test]
+    fn ids_not_held_as_their_records_say_are_counted_again_each_once() {
+        let missing = [
+            expected("lost", 0, true),
+            expected("lost", 0, true),
+            expected("live", 1, true),
+            expected("stale-ok", 2, false),
+            expected("stale-off", 2, false),
+            expected("tomb", 1, false),
+        ];
+        let seen: HashMap<&[u8], i64> = [
+            (&b"live"[..], 2),
+            (&b"stale-ok"[..], 2),
+            (&b"stale-off"[..], 3),
+        ]
+        .into_iter()
+        .collect();
+        let again = to_count_again(&missing, &seen);
+        let again: Vec<&[u8]> = again.iter().map(Vec::as_slice).collect();
+        assert_eq!(again, [&b"lost"[..], b"stale-off", b"tomb"]);
+    }
+
+    /// HSCAN may report an id twice; a page of the `ready` step that holds it twice must
+    /// put the job back once (the script reads before it writes, so both copies would
+    /// find it missing).
+    #[tokio::test]
+    async fn a_lost_job_named_twice_in_one_page_is_put_back_once() {
+        let server = redis_server::RedisServer::start();
+        let queue = Queue::connect(&server.url(), "twice").await.unwrap();
+        assert!(queue.schedule("a", b"", Duration::ZERO).await.unwrap());
+        // Its live entry lost (what repair is for).
+        let _ = server.cli(&["DEL", "tickless:{twice}:ready"]);
+        let mut pass = Pass {
+            queue: &queue,
+            token: "-".into(),
+            done: Repaired::default(),
+            missing: Vec::new(),
+        };
+        assert!(pass
+            .call("ready", vec![b"a".to_vec(), b"a".to_vec()])
+            .await
+            .unwrap());
+        assert_eq!(
+            server
+                .cli(&["LRANGE", "tickless:{twice}:ready", "0", "-1"])
+                .trim(),
+            "a"
+        );
+        let worker = queue.worker(WorkerOptions::default());
+        assert_eq!(worker.try_claim(1).await.unwrap().len(), 1);
+        assert!(worker.try_claim(1).await.unwrap().is_empty());
+        assert_eq!(pass.done.placed, 1);
     }
 }

@@ -180,9 +180,10 @@ pub(crate) fn scripts() -> &'static Scripts {
     SCRIPTS.get_or_init(build)
 }
 
+// The durable modules' unit tests start their redis-servers with it (one copy).
 #[cfg(test)]
 #[path = "../../tests/support/redis_server.rs"]
-mod redis_server;
+pub(super) mod redis_server;
 
 #[cfg(test)]
 mod tests {

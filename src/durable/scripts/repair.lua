@@ -6,30 +6,39 @@
 -- ARGV     token ('-' for none: an operator's pass; else the leader's, fenced as in
 --          tick.lua), what, then the chunk's ids or members. `what` is
 --   jobs     ids from `jobs`: each record's place is checked (I2-I4, "Repairs" below)
---   ready    ids that `jobs` found neither staged nor in flight, and that the caller did
---            not see in `ready` often enough: looked for in `ready` itself (LPOS)
+--   ready    ids that `jobs` reported, whose entries the caller did not count in `ready`
+--            as their records say: counted again here (one pass over `ready`)
 --   due      members of `due`          dead    ids of `dead`       errors  ids of `errors`
 --   recur    ids of `recur`            rnext   ids of `rnext`      rlow    ids of `rlow`
 --   flight   (no ids) the lease marker, if `flight` is not empty
--- Returns  { 0 } when fenced out; else { 1, placed, removed, id_1, skip_1, ... }: jobs
---          put back, entries removed, and (for `jobs`) the ids and skip counts of jobs
---          that should be in `ready`, for the caller to look for there.
+-- Returns  { 0 } when fenced out; else { 1, placed, removed, id_1, skip_1, live_1, ... }:
+--          jobs put back (or records corrected), entries removed, and (for `jobs`) the
+--          jobs whose entries in `ready` the caller should count: those that should be
+--          there (live 1: `skip` stale entries, then a live one) and those elsewhere
+--          with stale entries, and tombstones (live 0: exactly `skip` entries).
 --
 -- Repairs, each judged on the state at this moment (every script is atomic, so between
 -- two of them every job is where its record says, and this script changes only what
 -- breaks that): a job in no place is inserted anew by its due time, as schedule.lua
 -- would (due: `ready`); a bucket that holds its jobs but has no `due` member gets it; a
 -- dead job not in `dead` goes there; an unreadable record is quarantined (lib.lua). A job
--- in flight is never touched, so repair delivers nothing twice. Tombstones are left as
--- they are. Every key is checked before the first write.
+-- in flight is never moved, so repair delivers nothing twice. A record whose skip count
+-- (I5) does not match the stale entries `ready` holds is corrected, wherever the job is
+-- (after `ready` was deleted, a job elsewhere would otherwise lose its next live entry);
+-- a tombstone with none left is removed. Every key is checked before the first write.
 local now, m = meta({ 'token', 'expires', 'armed', 'busy' })
 if ARGV[1] ~= '-' and (m.token ~= ARGV[1] or (tonumber(m.expires) or 0) <= now) then
   return { 0 }
 end
 local what = ARGV[2]
-local items = {}
+-- Each id once: a scan may report one twice (HSCAN, while `jobs` is resized), and a job
+-- put twice in one call would be pushed twice (I5).
+local items, given = {}, {}
 for i = 3, #ARGV do
-  items[#items + 1] = ARGV[i]
+  if not given[ARGV[i]] then
+    given[ARGV[i]] = true
+    items[#items + 1] = ARGV[i]
+  end
 end
 local out = { 1, 0, 0 }
 local h = horizon(now + LEAD)
@@ -47,12 +56,25 @@ local function put(j, id)
   insert(b, id, j, now, h)
 end
 
+-- For the `ready` step: job `id` (record `j`) should have `j.skip` stale entries in
+-- `ready`, and a live one after them if `live`.
+local function look_for(id, j, live)
+  out[#out + 1] = id
+  out[#out + 1] = j.skip
+  out[#out + 1] = live and 1 or 0
+end
+
 if what == 'jobs' and #items > 0 then
   -- Reads by kind, one command each per page (per bucket for bucket jobs).
   local recs = read('hash', 'HMGET', JOBS, unpack(items))
   local dead, staged, buckets, order = {}, {}, {}, {}
   for i, id in ipairs(items) do
     local j = recs[i] and readable(recs[i])
+    if j and (j.loc == 'x' or (j.loc == 'd' and j.skip > 0)) then
+      -- A tombstone, or a dead job with stale entries: its count is checked (and a
+      -- tombstone with none is removed).
+      look_for(id, j, false)
+    end
     if recs[i] and (j == nil or j.loc == 'd') then
       dead[#dead + 1] = { id, j }
     elseif j and j.loc == 's' then
@@ -91,8 +113,9 @@ if what == 'jobs' and #items > 0 then
     local in_flight = read('zset', 'ZMSCORE', FLIGHT, unpack(ids_of(staged)))
     for x, e in ipairs(staged) do
       if not in_due[x] and not in_flight[x] then
-        out[#out + 1] = e[1]
-        out[#out + 1] = e[2].skip
+        look_for(e[1], e[2], true)
+      elseif e[2].skip > 0 then
+        look_for(e[1], e[2], false)
       end
     end
   end
@@ -105,31 +128,67 @@ if what == 'jobs' and #items > 0 then
       local held = redis.call('SMISMEMBER', key, unpack(ids_of(list)))
       local kept = false
       for x, e in ipairs(list) do
+        local j = e[2]
         if held[x] == 0 then
-          put(e[2], e[1])
+          put(j, e[1])
         else
           kept = true
         end
+        if j.skip > 0 then
+          -- Put back into `ready` itself (due already), or elsewhere.
+          look_for(e[1], j, held[x] == 0 and j.loc == 's' and j.due <= now)
+        end
       end
       if kept and not scores[b_i] then
-        local j = list[1][2]
-        local w = W0 * SPAN ^ tonumber(j.loc)
-        adds[#adds + 1] = { DUE, 'ZADD', math.floor(j.due / w) * w - LEAD, member }
+        -- Scored by the bucket's start (I2), which its member names (`put` may have
+        -- changed the records' loc).
+        local start = tonumber(string.match(member, ':(%d+)$'))
+        adds[#adds + 1] = { DUE, 'ZADD', start - LEAD, member }
       end
     end
   end
 elseif what == 'ready' and #items > 0 then
   local recs = read('hash', 'HMGET', JOBS, unpack(items))
+  -- Each id's entries in `ready`, counted in one pass over the list, a page at a time:
+  -- O(length) per call (an LPOS per id would be O(ids x length): 250 ms for 256 ids
+  -- in 100,000 entries).
+  local found = {}
+  for _, id in ipairs(items) do
+    found[id] = 0
+  end
+  local page = 10000
+  for start = 0, math.huge, page do
+    local ids = read('list', 'LRANGE', READY, start, start + page - 1)
+    for _, id in ipairs(ids) do
+      local n = found[id]
+      if n then
+        found[id] = n + 1
+      end
+    end
+    if #ids < page then
+      break
+    end
+  end
   for i, id in ipairs(items) do
     local j = recs[i] and readable(recs[i])
-    if j and j.loc == 's' and not read('zset', 'ZSCORE', DUE, M_STAGED .. id)
+    local n = found[id]
+    if j == nil then
+      -- Gone, or unreadable (the `jobs` step quarantined it): nothing to count.
+    elseif j.loc == 's' and not read('zset', 'ZSCORE', DUE, M_STAGED .. id)
         and not read('zset', 'ZSCORE', FLIGHT, id) then
-      -- Its entries in `ready`: the first `skip` are stale (I5); a live one must follow.
-      local found = read('list', 'LPOS', READY, id, 'COUNT', 0)
-      if #found <= j.skip then
-        j.skip = #found
+      -- Ready: the first `skip` entries are stale (I5); a live one must follow.
+      if n <= j.skip then
+        j.skip = n
         put(j, id)
       end
+    elseif j.loc == 'x' and n == 0 then
+      -- A tombstone with no stale entry left to drop: done with.
+      remove(JOBS, 'HDEL', id)
+    elseif n ~= j.skip then
+      -- Anywhere else, every entry is stale: a wrong count would drop a live entry
+      -- pushed later (or keep a tombstone forever).
+      j.skip = n
+      adds[#adds + 1] = { JOBS, 'HSET', id, record(j) }
     end
   end
 elseif what == 'due' then
@@ -195,14 +254,14 @@ elseif what == 'recur' then
     -- A record that is not a schedule is left as found (`Queue::schedules` names it).
     if s then
       local nx = read('hash', 'HGET', RNEXT, id)
-      local last, ts = nil, nil
+      local last, ts, lost = nil, nil, false
       if nx then
         -- Not a list of times: left as found, as the tick leaves it (`Queue::schedules`
         -- names it; setting the schedule again mends it).
         last, ts = recur_times(nx)
       else
         -- Its next occurrences are lost: counted from now, as when it was set.
-        last, ts = now, {}
+        last, ts, lost = now, {}, true
         if s.kind == 'e' then
           ts[1] = now + math.max(s.period, 1)
         end
@@ -215,15 +274,20 @@ elseif what == 'recur' then
         adds[#adds + 1] = { DUE, 'ZADD', ts[1], M_RECUR .. id }
         wake_at(b, ts[1])
       end
-      if last ~= nil and s.kind == 'c' and #ts < RLOW_AT then
+      if lost and s.kind == 'c' then
+        -- The leader computes its occurrences when a tick flags `rlow`: woken now, it
+        -- ticks. (A schedule that has times is left to the tick and the refill, which
+        -- keep `rlow` themselves: a refill that finds no more takes it out for good.)
         adds[#adds + 1] = { RLOW, 'SADD', id }
+        wake_at(b, now)
       end
     end
   end
 elseif what == 'flight' then
   local head = read('zset', 'ZRANGE', FLIGHT, 0, 0, 'WITHSCORES')
-  if #head > 0 then
-    adds[#adds + 1] = { DUE, 'ZADD', 'LT', head[2], M_LEASE }
+  local marker = read('zset', 'ZSCORE', DUE, M_LEASE)
+  if #head > 0 and (not marker or tonumber(marker) > tonumber(head[2])) then
+    adds[#adds + 1] = { DUE, 'ZADD', head[2], M_LEASE }
     wake_at(b, tonumber(head[2]))
   end
 elseif what ~= 'jobs' and what ~= 'ready' then
