@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 #[path = "redis_variant.rs"]
 mod redis_variant;
+#[allow(unused_imports)] // the tests use them; the examples and benches need not
 pub use redis_variant::{readme_acl, readme_user, Variant};
 
 /// A running `redis-server`; see the module docs.
@@ -101,7 +102,7 @@ impl RedisServer {
     fn start_with(
         fsync: &'static str,
         variant: Variant,
-        certs: Option<Certificates>,
+        certs: Option<Certificates<'_>>,
         extra: &[&str],
     ) -> RedisServer {
         static NEXT: AtomicU32 = AtomicU32::new(0);
