@@ -255,9 +255,11 @@ fn dashboard_in_a_browser_shows_what_redis_holds_and_retries_the_dead() {
     let started = Instant::now();
     let server = RedisServer::start();
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let secret_url = format!("redis://:{PASSWORD}@127.0.0.1:{}/", server.port());
+    // The default user, given a password here: the dashboard must hide it (in the `acl`
+    // variant too, where README's user is left aside: its password is README's).
+    let secret_url = server.url_as("", PASSWORD);
     let (base, mut admin, _leader) = runtime.block_on(async {
-        let mut admin = redis::Client::open(server.url())
+        let mut admin = redis::Client::open(server.admin_url())
             .unwrap()
             .get_multiplexed_async_connection()
             .await
@@ -521,6 +523,19 @@ fn serve_finds_the_queues_and_refuses_actions_without_the_token() {
         .build()
         .unwrap();
     runtime.block_on(async {
+        if server.is_acl() {
+            // README: the dashboard's user needs `+scan` too (`durable::queue_names`).
+            let mut admin = redis::Client::open(server.admin_url())
+                .unwrap()
+                .get_multiplexed_async_connection()
+                .await
+                .unwrap();
+            let _: () = redis::cmd("ACL")
+                .arg(&["SETUSER", &support::readme_user().0, "+scan"])
+                .query_async(&mut admin)
+                .await
+                .unwrap();
+        }
         let queue = Queue::connect(&server.url(), "served").await.unwrap();
         queue.schedule("x", b"1", Duration::ZERO).await.unwrap();
         // The meta key `serve` finds queues by: a leader writes it.

@@ -18,9 +18,10 @@ fn at(ms: u64) -> SystemTime {
     SystemTime::UNIX_EPOCH + Duration::from_millis(ms)
 }
 
-/// A plain connection to `server`, for a test to look at or tamper with the queue's keys.
+/// A connection to `server` as its default user (all permissions, whatever the
+/// variant), for a test to look at or tamper with the queue's keys.
 async fn admin(server: &RedisServer) -> redis::aio::MultiplexedConnection {
-    redis::Client::open(server.url())
+    redis::Client::open(server.admin_url())
         .unwrap()
         .get_multiplexed_async_connection()
         .await
@@ -384,20 +385,19 @@ async fn a_user_without_the_channel_is_refused_at_connect_and_the_readme_grant_w
         "+@all",
     ])
     .await;
-    // README's grant, read from README.md (tests/durable_repair.rs runs every role so).
-    let readme = include_str!("../README.md");
-    let line = readme
-        .lines()
-        .find(|l| l.starts_with("ACL SETUSER app "))
-        .expect("README.md's ACL line");
+    // README's grant, read from README.md (tests/durable_repair.rs runs every role so;
+    // in the `acl` variant the server has the user already, and setting it again is
+    // harmless).
+    let (user, password) = support::readme_user();
     let _: () = redis::cmd("ACL")
-        .arg(line.split_whitespace().skip(1).collect::<Vec<_>>())
+        .arg("SETUSER")
+        .arg(&user)
+        .arg(support::readme_acl())
         .query_async(&mut admin.clone())
         .await
         .unwrap();
-    let port = server.port();
     let name = queue_name("acl");
-    let err = Queue::connect(&format!("redis://nochan:pw@127.0.0.1:{port}/"), &name)
+    let err = Queue::connect(&server.url_as("nochan", "pw"), &name)
         .await
         .unwrap_err();
     assert!(err.is_permission(), "{err}");
@@ -408,7 +408,7 @@ async fn a_user_without_the_channel_is_refused_at_connect_and_the_readme_grant_w
         .await
         .unwrap();
     assert!(keys.is_empty(), "{keys:?}");
-    let queue = Queue::connect(&format!("redis://app:secret@127.0.0.1:{port}/"), &name)
+    let queue = Queue::connect(&server.url_as(&user, &password), &name)
         .await
         .unwrap();
     assert!(queue.schedule("j", b"", Duration::ZERO).await.unwrap());
@@ -560,7 +560,6 @@ async fn a_delay_is_counted_from_the_microsecond_redis_got_the_call() {
 async fn a_password_in_the_url_never_shows() {
     const SECRET: &str = "S3cret-xyzzy";
     let server = RedisServer::start();
-    let port = server.port();
     let unreachable = [
         format!("redis://:{SECRET}@127.0.0.1:1/"),
         format!("redis://app:{SECRET}@127.0.0.1:1/"),
@@ -568,8 +567,9 @@ async fn a_password_in_the_url_never_shows() {
         format!("redis://app:{SECRET}@[not a host/"),
         format!("http://app:{SECRET}@127.0.0.1:1/"),
         format!("redis+unix:///nowhere.sock?pass={SECRET}"),
-        // The server answers but refuses the password: it has none.
-        format!("redis://app:{SECRET}@127.0.0.1:{port}/"),
+        // The server answers but refuses the password: it has no such user, or (`acl`
+        // variant) another password for it.
+        server.url_as("app", SECRET),
     ];
     for url in &unreachable {
         let err = Queue::connect(url, "q").await.unwrap_err();
@@ -583,9 +583,10 @@ async fn a_password_in_the_url_never_shows() {
         .query_async(&mut conn)
         .await
         .unwrap();
-    let url = format!("redis://:{SECRET}@127.0.0.1:{port}/");
+    // The default user's password (in the `acl` variant too: README's user keeps its own).
+    let url = server.url_as("", SECRET);
     let queue = Queue::connect(&url, &queue_name("secret")).await.unwrap();
-    assert_eq!(queue.url(), format!("redis://:***@127.0.0.1:{port}/"));
+    assert_eq!(queue.url(), server.url_as("", "***"));
     let debug = format!("{queue:?}");
     assert!(
         !debug.contains(SECRET) && debug.contains(":***@"),

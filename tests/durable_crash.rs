@@ -390,7 +390,7 @@ fn kill_9_of_leader_worker_and_scheduler_loses_nothing() {
     let worker_killed_at = now_ms();
     workers[0].kill();
     // Right after the kill: what the killed worker held is still in flight in Redis.
-    let flight_at_kill = in_flight(&url, q);
+    let flight_at_kill = in_flight(&server.admin_url(), q);
     let killed_worker = workers[0].name.clone();
     let held: BTreeSet<String> = {
         let log = read_log(&workers[..1]);
@@ -486,7 +486,7 @@ fn redis_killed_and_restarted_from_its_aof_loses_nothing() {
     // Just before the kill: what is in flight (a job claimed between this and the kill
     // is in flight at the kill too, and told apart by its claim time).
     let snapshot_at = now_ms();
-    let flight_before = in_flight(&url, q);
+    let flight_before = in_flight(&server.admin_url(), q);
     let killed_at = now_ms();
     server.kill();
     std::thread::sleep(Duration::from_millis(500));

@@ -6,7 +6,7 @@ mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant, SystemTime};
-use support::{queue_name, RedisServer};
+use support::{queue_name, readme_acl, readme_user, RedisServer};
 use tickless::durable::{Job, JobState, LeaderOptions, Queue, WorkerOptions};
 
 const T0: u64 = 1_700_000_000_000;
@@ -16,7 +16,7 @@ fn at(ms: u64) -> SystemTime {
 }
 
 async fn admin(server: &RedisServer) -> redis::aio::MultiplexedConnection {
-    redis::Client::open(server.url())
+    redis::Client::open(server.admin_url())
         .unwrap()
         .get_multiplexed_async_connection()
         .await
@@ -333,19 +333,6 @@ async fn every_key_corrupted_in_turn_stops_only_its_users_and_repair_loses_no_jo
     }
 }
 
-/// README's ACL line: the arguments of `ACL SETUSER` after the user's name.
-fn readme_acl() -> Vec<String> {
-    let readme = include_str!("../README.md");
-    let line = readme
-        .lines()
-        .find(|l| l.starts_with("ACL SETUSER app "))
-        .expect("README.md's ACL line");
-    line.split_whitespace()
-        .skip(3)
-        .map(str::to_string)
-        .collect()
-}
-
 /// Every role (scheduler, leader, worker, repair, inspect) as exactly README's minimal
 /// ACL user: a command one of them sends that the list lacks fails the test (NOPERM).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -354,11 +341,13 @@ async fn every_role_runs_as_exactly_the_readmes_acl_user() {
     let mut admin = admin(&server).await;
     let acl = readme_acl();
     assert!(acl.contains(&"-@all".to_string()), "{acl:?}");
+    // Set here whatever the variant (the `acl` variant's server has the user already;
+    // this test changes its grant below, on its own server).
+    let (user, password) = readme_user();
     let mut setuser = redis::cmd("ACL");
-    setuser.arg("SETUSER").arg("app").arg(&acl);
+    setuser.arg("SETUSER").arg(&user).arg(&acl);
     let _: () = setuser.query_async(&mut admin).await.unwrap();
-    // README's password is `secret`.
-    let url = format!("redis://app:secret@127.0.0.1:{}/", server.port());
+    let url = server.url_as(&user, &password);
     let name = queue_name("acl-roles");
     let queue = Queue::connect(&url, &name).await.unwrap();
     // Scheduler.
@@ -425,7 +414,7 @@ async fn every_role_runs_as_exactly_the_readmes_acl_user() {
     // A command missing from a user's grant is a permission error naming the script's
     // line, and the claim that met it took nothing.
     let mut setuser = redis::cmd("ACL");
-    setuser.arg("SETUSER").arg("app").arg("-ltrim");
+    setuser.arg("SETUSER").arg(&user).arg("-ltrim");
     let _: () = setuser.query_async(&mut admin).await.unwrap();
     assert!(queue.schedule("f", b"", Duration::ZERO).await.unwrap());
     let mut leader = queue.leader(LeaderOptions::default());

@@ -59,7 +59,12 @@ fn while_redis_is_down_the_loops_try_at_a_steady_bounded_pace_and_nothing_is_los
         }));
         let mut seen = BTreeSet::new();
         while seen.len() < 20 {
-            seen.insert(rx.recv().await.unwrap().0);
+            // Bounded, so that a worker that never delivers fails the test, not hangs it.
+            let (id, _) = tokio::time::timeout(Duration::from_secs(30), rx.recv())
+                .await
+                .expect("the first 20 jobs before the restart")
+                .unwrap();
+            seen.insert(id);
         }
 
         server.kill();

@@ -9,7 +9,7 @@ mod redis_server;
 #[allow(unused_imports)] // only the durable tests start a Redis
 pub use redis_cluster::{master_of_slot_seen_by, RedisCluster, NODE_TIMEOUT_MS};
 #[allow(unused_imports)]
-pub use redis_server::{make_ca, RedisServer};
+pub use redis_server::{make_ca, readme_acl, readme_user, RedisServer, Variant};
 
 use std::future::Future;
 use std::pin::Pin;

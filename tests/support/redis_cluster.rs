@@ -61,7 +61,7 @@ impl RedisCluster {
                 if tls {
                     RedisServer::start_tls_with_certificates(&certs, &args)
                 } else {
-                    RedisServer::start_with_args(&args)
+                    RedisServer::start_plain(&args)
                 }
             })
             .collect();

@@ -1,6 +1,8 @@
 //! A `redis-server` of a test's own: on a free loopback port, in a temporary directory,
 //! with the append-only file on; killed (SIGKILL) and its directory removed on drop, also
 //! when the test panics. Shared by the durable tests and examples (`#[path]`).
+//! `TICKLESS_TEST_REDIS` makes the servers of [`RedisServer::start`] and friends TLS-only
+//! and/or gives them README's ACL user (see `redis_variant.rs`).
 
 #![allow(dead_code)]
 
@@ -11,10 +13,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-std::thread_local! {
-    /// Certificates to copy rather than make, for the next server this thread starts.
-    static CERTIFICATES: std::cell::RefCell<Option<PathBuf>> = const { std::cell::RefCell::new(None) };
-}
+#[path = "redis_variant.rs"]
+mod redis_variant;
+#[allow(unused_imports)] // the tests use them; the examples and benches need not
+pub use redis_variant::{readme_acl, readme_user, Variant};
 
 /// A running `redis-server`; see the module docs.
 pub struct RedisServer {
@@ -24,9 +26,25 @@ pub struct RedisServer {
     fsync: &'static str,
     /// TLS only (`--port 0 --tls-port`), with the certificates `make_certificates` made.
     tls: bool,
+    /// README's ACL user loaded from an ACL file at every start; `url()` names it.
+    acl: bool,
     /// Added to the command line after the defaults (later values win).
     extra: Vec<String>,
 }
+
+/// Where a TLS server's certificates come from (made with a CA of its own if none).
+enum Certificates<'a> {
+    /// Copied from a directory where [`make_certificates`] made them (a cluster's CA).
+    Copy(&'a std::path::Path),
+    /// Signed by the `tls` variant's CA, which the client trusts (see `redis_variant.rs`).
+    Variant,
+}
+
+/// `start_tls`'s servers: TLS only, the default user.
+const TLS_ONLY: Variant = Variant {
+    tls: true,
+    acl: false,
+};
 
 const MISSING: &str = "redis-server was not found on PATH. The durable tests and examples start \
 a real Redis of their own. Install it (Debian/Ubuntu: `apt-get install -y redis-server`), or \
@@ -34,39 +52,59 @@ run `scripts/test.sh`, which installs it when it is missing.";
 
 impl RedisServer {
     /// Starts one with `appendfsync always`, so that a write Redis answered survives a
-    /// `kill -9` of it.
+    /// `kill -9` of it; TLS and/or with README's ACL user as `TICKLESS_TEST_REDIS` says.
     pub fn start() -> RedisServer {
         RedisServer::start_with_fsync("always")
     }
 
-    /// Starts one with the given `appendfsync` policy (`always` or `everysec`).
+    /// Starts one with the given `appendfsync` policy (`always` or `everysec`); in the
+    /// variant `TICKLESS_TEST_REDIS` names.
     pub fn start_with_fsync(fsync: &'static str) -> RedisServer {
-        RedisServer::start_with(fsync, false, &[])
+        RedisServer::start_variant(fsync, &[])
     }
 
-    /// Starts one with `extra` arguments after the defaults (e.g. `--cluster-enabled yes`,
-    /// `--replicaof`, `--appendonly no`).
+    /// Starts one with `extra` arguments after the defaults (e.g. `--replicaof`,
+    /// `--appendonly no`); in the variant `TICKLESS_TEST_REDIS` names.
     pub fn start_with_args(extra: &[&str]) -> RedisServer {
-        RedisServer::start_with("always", false, extra)
+        RedisServer::start_variant("always", extra)
+    }
+
+    /// [`start_with_args`](Self::start_with_args) plain whatever `TICKLESS_TEST_REDIS`
+    /// says: plain TCP, the default user (cluster nodes, and tests whose point needs it).
+    pub fn start_plain(extra: &[&str]) -> RedisServer {
+        RedisServer::start_with("always", Variant::PLAIN, None, extra)
+    }
+
+    fn start_variant(fsync: &'static str, extra: &[&str]) -> RedisServer {
+        RedisServer::start_with(
+            fsync,
+            Variant::from_env(),
+            Some(Certificates::Variant),
+            extra,
+        )
     }
 
     /// Starts one that speaks only TLS (`--port 0 --tls-port P`), with a CA and a server
     /// certificate for `localhost` and `127.0.0.1` made with `openssl` in its directory
     /// (see [`ca_pem`](Self::ca_pem)); `extra` as in [`start_with_args`](Self::start_with_args).
     pub fn start_tls(extra: &[&str]) -> RedisServer {
-        RedisServer::start_with("always", true, extra)
+        RedisServer::start_with("always", TLS_ONLY, None, extra)
     }
 
     /// [`start_tls`](Self::start_tls) with the certificates already in `certs` (made by
     /// [`make_certificates`]), so that several servers share one CA (a cluster's nodes).
     pub fn start_tls_with_certificates(certs: &std::path::Path, extra: &[&str]) -> RedisServer {
-        CERTIFICATES.with(|c| *c.borrow_mut() = Some(certs.to_path_buf()));
-        let server = RedisServer::start_with("always", true, extra);
-        CERTIFICATES.with(|c| *c.borrow_mut() = None);
-        server
+        RedisServer::start_with("always", TLS_ONLY, Some(Certificates::Copy(certs)), extra)
     }
 
-    fn start_with(fsync: &'static str, tls: bool, extra: &[&str]) -> RedisServer {
+    /// With `variant.tls`, the certificates come from `certs`, or are made with a CA of
+    /// the server's own if `None`.
+    fn start_with(
+        fsync: &'static str,
+        variant: Variant,
+        certs: Option<Certificates<'_>>,
+        extra: &[&str],
+    ) -> RedisServer {
         static NEXT: AtomicU32 = AtomicU32::new(0);
         let dir = std::env::temp_dir().join(format!(
             "tickless-redis-{}-{}",
@@ -75,22 +113,27 @@ impl RedisServer {
         ));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("a temporary directory for redis-server");
-        if tls {
-            match CERTIFICATES.with(|c| c.borrow().clone()) {
-                Some(certs) => {
+        if variant.tls {
+            match certs {
+                Some(Certificates::Copy(certs)) => {
                     for file in ["ca.crt", "server.crt", "server.key"] {
                         std::fs::copy(certs.join(file), dir.join(file)).expect("a certificate");
                     }
                 }
+                Some(Certificates::Variant) => redis_variant::make_variant_certificates(&dir),
                 None => make_certificates(&dir),
             }
+        }
+        if variant.acl {
+            redis_variant::write_acl_file(&dir);
         }
         let mut server = RedisServer {
             child: None,
             port: 0,
             dir,
             fsync,
-            tls,
+            tls: variant.tls,
+            acl: variant.acl,
             extra: extra.iter().map(|arg| arg.to_string()).collect(),
         };
         for _ in 0..20 {
@@ -120,6 +163,9 @@ impl RedisServer {
             command
                 .args(["--bind", "127.0.0.1", "--port"])
                 .arg(self.port.to_string());
+        }
+        if self.acl {
+            command.arg("--aclfile").arg(self.dir.join("users.acl"));
         }
         let child = command
             .arg("--dir")
@@ -162,23 +208,55 @@ impl RedisServer {
         false
     }
 
-    /// `redis://127.0.0.1:<port>/`, or `rediss://localhost:<port>/` for a TLS one (the
-    /// name its certificate is for).
+    /// The URL a queue connects with: `redis://127.0.0.1:<port>/`, or
+    /// `rediss://localhost:<port>/` for a TLS one (the name its certificate is for); with
+    /// README's user and password in it when the server has that user (`acl` variant).
     pub fn url(&self) -> String {
-        if self.tls {
-            format!("rediss://localhost:{}/", self.port)
+        if self.acl {
+            let (user, password) = readme_user();
+            self.url_as(&user, &password)
         } else {
-            format!("redis://127.0.0.1:{}/", self.port)
+            self.admin_url()
         }
     }
 
+    /// As [`url`](Self::url) but as the default user (all permissions): for a test's own
+    /// commands (`KEYS`, `DEL`, `CONFIG`, `DEBUG`, ...), whatever the variant.
+    pub fn admin_url(&self) -> String {
+        self.url_with("")
+    }
+
+    /// As [`url`](Self::url) but as `user` with `password` (empty `user`: the default).
+    pub fn url_as(&self, user: &str, password: &str) -> String {
+        self.url_with(&format!("{user}:{password}@"))
+    }
+
+    fn url_with(&self, userinfo: &str) -> String {
+        if self.tls {
+            format!("rediss://{userinfo}localhost:{}/", self.port)
+        } else {
+            format!("redis://{userinfo}127.0.0.1:{}/", self.port)
+        }
+    }
+
+    /// Whether it speaks only TLS.
+    pub fn is_tls(&self) -> bool {
+        self.tls
+    }
+
+    /// Whether it has README's ACL user, which [`url`](Self::url) names (`acl` variant).
+    pub fn is_acl(&self) -> bool {
+        self.acl
+    }
+
     /// `rediss://127.0.0.1:<port>/` for a TLS one (its certificate names the address too,
-    /// and a cluster announces its nodes by address), else as [`url`](Self::url).
+    /// and a cluster announces its nodes by address), else as
+    /// [`admin_url`](Self::admin_url).
     pub fn url_by_address(&self) -> String {
         if self.tls {
             format!("rediss://127.0.0.1:{}/", self.port)
         } else {
-            self.url()
+            self.admin_url()
         }
     }
 
@@ -321,6 +399,12 @@ fn ping(port: u16) -> bool {
 /// (`ca.crt`, `server.crt`, `server.key`), made with `openssl`; P-256 keys, a day long.
 pub fn make_certificates(dir: &std::path::Path) {
     make_ca(dir, "ca");
+    make_server_certificate(dir);
+}
+
+/// `server.crt` and `server.key` for `localhost` and `127.0.0.1` in `dir`, signed by the
+/// CA there (`ca.crt`, `ca.key`).
+pub fn make_server_certificate(dir: &std::path::Path) {
     let ext = dir.join("server.ext");
     std::fs::write(&ext, "subjectAltName=DNS:localhost,IP:127.0.0.1\n").unwrap();
     openssl(

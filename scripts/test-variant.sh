@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The single-node durable suite again in a variant of the Redis it runs against
+# (tests/support/redis_variant.rs): `tls` (TLS only, the certificate checked against a CA
+# the tests make), `acl` (as README's ACL user), or `tls,acl`. Run after scripts/test.sh,
+# which installs redis-server, redis-cli, openssl and chromium: the same test binaries,
+# no rebuild.
+#
+#   bash scripts/test-variant.sh tls [--no-crash] [extra cargo test arguments]
+#
+# `--no-crash` leaves out tests/durable_crash.rs (its kill -9 scenarios take ~17 s).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+variant="${1:?usage: scripts/test-variant.sh tls|acl|tls,acl [--no-crash] [cargo test args]}"
+shift
+suites=(durable durable_recur durable_counters durable_repair durable_resume durable_prop
+        durable_tracing dashboard durable_crash)
+if [ "${1:-}" = "--no-crash" ]; then
+  unset 'suites[-1]'
+  shift
+fi
+args=()
+for suite in "${suites[@]}"; do args+=(--test "$suite"); done
+
+# The tls variant's CA is made by the tests in this empty directory, and the client
+# trusts what is there (SSL_CERT_DIR, read by rustls-native-certs).
+certs="$(mktemp -d)"
+trap 'rm -rf "$certs"' EXIT
+SSL_CERT_DIR="$certs" TICKLESS_TEST_REDIS="$variant" \
+  cargo test --all-features "${args[@]}" "$@"
