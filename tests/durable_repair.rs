@@ -425,7 +425,8 @@ async fn every_role_runs_as_exactly_the_readmes_acl_user() {
     assert_eq!(queue.ready_ids(10).await.unwrap(), ["f"]);
 }
 
-/// Every command a script sends (`redis.call`, `redis.pcall` and lib.lua's `read`) is in
+/// Every command a script sends (`redis.call`, `redis.pcall` and lib.lua's `read`,
+/// `call_all` and `read_all`) is in
 /// README's ACL line: the role test above meets only the commands its paths reach (the
 /// takeover repair's `SMISMEMBER` only when a bucket holds jobs), this reads them all.
 #[test]
@@ -443,12 +444,20 @@ fn every_command_a_script_sends_is_in_the_readmes_acl_line() {
             continue;
         }
         let text = std::fs::read_to_string(&path).unwrap();
-        // `redis.call('HSET', ...)`, `redis.pcall('TYPE', ...)`, `read('zset', 'ZMSCORE', ...)`.
-        for opener in ["redis.call('", "redis.pcall('", "read('"] {
+        // `redis.call('HSET', ...)`, `redis.pcall('TYPE', ...)`, `call_all('HSET', ...)`,
+        // `read('zset', 'ZMSCORE', ...)`, `read_all('hash', 'HMGET', ...)`.
+        let openers = [
+            "redis.call('",
+            "redis.pcall('",
+            "call_all('",
+            "read('",
+            "read_all('",
+        ];
+        for opener in openers {
             for rest in text.split(opener).skip(1) {
                 let mut quoted = rest.split('\'');
                 let mut command = quoted.next().unwrap_or("");
-                if opener == "read('" {
+                if opener.starts_with("read") {
                     // The type comes first: `read('zset', 'ZMSCORE'`.
                     command = quoted.nth(1).unwrap_or("");
                 }

@@ -178,6 +178,13 @@ pub(crate) const LEAD_MS: u64 = 256;
 pub(crate) const DRAIN: u64 = 256;
 /// A cron schedule with fewer known occurrences than this is in `rlow`.
 pub(crate) const RLOW_AT: u64 = 8;
+/// The most jobs one script call takes or moves: a claim's `max`
+/// (`Worker::claim`/`try_claim`, `WorkerOptions::concurrency`) and a tick's `limit`
+/// (`LeaderOptions::batch`) are kept at or below it in Rust, and the scripts refuse more
+/// before they write. It bounds how long one call holds Redis (a tick of 10,000 jobs
+/// takes some tens of ms); lib.lua's `call_all` keeps any batch clear of Lua's `unpack`
+/// limit.
+pub(crate) const MAX_BATCH: usize = 10_000;
 /// `LeaderOptions::busy_lease`'s default, in ms; the scripts use it only for a meta
 /// written before meta had its `busy` field.
 pub(crate) const DEFAULT_BUSY_LEASE_MS: u64 = 300;
@@ -226,8 +233,8 @@ pub(crate) fn lua_header(keys: &[Key]) -> String {
     );
     let _ = write!(
         out,
-        "local W0, SPAN, KMAX, LEAD, DRAIN, RLOW_AT, BUSY = {W0_MS}, {SPAN}, {KMAX}, \
-         {LEAD_MS}, {DRAIN}, {RLOW_AT}, {DEFAULT_BUSY_LEASE_MS} "
+        "local W0, SPAN, KMAX, LEAD, DRAIN, RLOW_AT, BUSY, MAX_BATCH = {W0_MS}, {SPAN}, \
+         {KMAX}, {LEAD_MS}, {DRAIN}, {RLOW_AT}, {DEFAULT_BUSY_LEASE_MS}, {MAX_BATCH} "
     );
     out
 }
@@ -287,7 +294,7 @@ mod tests {
         assert!(header.contains("META = KEYS[1] JOBS = KEYS[2] DUE = KEYS[3] READY = KEYS[4] "));
         assert!(!header.contains("FLIGHT = "));
         assert!(header.contains("'wake'"));
-        assert!(header.contains("= 1024, 64, 6, 256, 256, 8, 300 "));
+        assert!(header.contains("= 1024, 64, 6, 256, 256, 8, 300, 10000 "));
     }
 
     #[test]

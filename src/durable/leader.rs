@@ -14,6 +14,7 @@
 //! near is replaced within `busy_lease` plus a few milliseconds, and an idle queue costs
 //! one renewal per 30 s and one look per candidate per 30 s.
 
+use super::contract::MAX_BATCH;
 use super::error::Error;
 use super::leader_handle::{stats, LeaderHandle, LeaderStats, Shared};
 use super::queue::Queue;
@@ -41,7 +42,7 @@ pub struct LeaderOptions {
     /// leases are kept within 10 ms and one day, the idle one no shorter than the busy.
     pub idle_lease: Duration,
     /// Jobs touched per `tick.lua` call (1,000), which bounds how long one call holds
-    /// Redis.
+    /// Redis. Kept within 1 and 10,000.
     pub batch: usize,
     /// This process's name in the lease; `None` makes one from the pid and a random
     /// number.
@@ -131,6 +132,8 @@ impl Queue {
         let (shortest, longest) = (Duration::from_millis(10), Duration::from_secs(86_400));
         options.busy_lease = options.busy_lease.clamp(shortest, longest);
         options.idle_lease = options.idle_lease.clamp(options.busy_lease, longest);
+        // At least one job per tick, and no more than a script call takes.
+        options.batch = options.batch.clamp(1, MAX_BATCH);
         Leader {
             queue: self.clone(),
             options,
@@ -463,7 +466,7 @@ impl Leader {
                 return Ok(());
             };
             let token_arg = token.to_string();
-            let batch = self.options.batch.max(1).to_string();
+            let batch = self.options.batch.to_string();
             let reply = self
                 .queue
                 .call(&scripts().tick, &[token_arg.as_bytes(), batch.as_bytes()])

@@ -232,6 +232,16 @@ mod tests {
         assert!(!err.contains("user_script"), "{err}");
     }
 
+    #[tokio::test]
+    async fn a_claim_or_tick_of_more_than_the_most_a_call_takes_is_refused() {
+        let over = (super::super::contract::MAX_BATCH + 1).to_string();
+        let err = error_of(&scripts().claim, &["1000", &over, "0"]).await;
+        assert!(err.contains("bad argument 2 (max)"), "{err}");
+        // The limit is checked before the token (this queue has no leader).
+        let err = error_of(&scripts().tick, &["token", &over]).await;
+        assert!(err.contains("bad argument 2 (limit)"), "{err}");
+    }
+
     #[test]
     fn lines_are_named_after_the_file_that_holds_them() {
         let s = &scripts().schedule;

@@ -12,7 +12,7 @@
 //! own: it blocks until the list is not empty, moves nothing, and claims nothing, so a
 //! worker that dies while waiting loses nothing, and an idle worker costs no commands.
 
-use super::contract::{system_time, Key};
+use super::contract::{system_time, Key, MAX_BATCH};
 use super::error::away;
 use super::error::Error;
 use super::queue::Queue;
@@ -77,7 +77,8 @@ pub struct WorkerOptions {
     /// only a worker that died (or stalled that long) loses its jobs. Kept within 10 ms
     /// and one day.
     pub lease: Duration,
-    /// Handlers [`Worker::run`] runs at once (32).
+    /// Handlers [`Worker::run`] runs at once (32). Kept within 1 and 10,000 (the most
+    /// jobs one claim takes).
     pub concurrency: usize,
     /// Delay before each retry of a failed job (1 s doubling up to 1 h).
     pub backoff: Backoff,
@@ -191,6 +192,7 @@ impl Queue {
         options.lease = options
             .lease
             .clamp(Duration::from_millis(10), Duration::from_secs(86_400));
+        options.concurrency = options.concurrency.clamp(1, MAX_BATCH);
         Worker {
             queue: self.clone(),
             options,
@@ -201,7 +203,8 @@ impl Queue {
 
 impl Worker {
     /// Takes up to `max` ready jobs, waiting (blocked in Redis, not polling) until there
-    /// is at least one.
+    /// is at least one. A `max` above 10,000 takes at most 10,000 (one script call's
+    /// most).
     ///
     /// # Errors
     ///
@@ -219,7 +222,8 @@ impl Worker {
         }
     }
 
-    /// Takes up to `max` ready jobs without waiting.
+    /// Takes up to `max` ready jobs without waiting; at most 10,000, as
+    /// [`claim`](Worker::claim).
     ///
     /// # Errors
     ///
@@ -306,6 +310,8 @@ impl Worker {
         max: usize,
     ) -> Result<(usize, Vec<Job>), Error> {
         let lease = self.options.lease.as_millis().max(1).to_string();
+        // No more than the script takes (claim.lua refuses more, before any write).
+        let max = max.min(MAX_BATCH);
         let max_arg = max.to_string();
         let count = acks.len().to_string();
         let attempts: Vec<String> = acks.iter().map(|(_, a)| a.to_string()).collect();
@@ -416,7 +422,7 @@ impl Worker {
         let mut wait: Option<Wait> = None;
         let mut extend_at = Instant::now() + self.options.lease / 3;
         let mut retry = Retry::new();
-        let concurrency = self.options.concurrency.max(1);
+        let concurrency = self.options.concurrency;
         // Acks wait up to ACK_DELAY for the next claim to ride on, which saves a script
         // call per wave of jobs; a worker with nothing else to do flushes them then.
         let mut ack_due: Option<Instant> = None;

@@ -14,7 +14,7 @@ if #ARGV == 0 then
   error({ err = 'ERR bad arguments: no ids' })
 end
 -- First every read and check, then every write.
-local recs = read('hash', 'HMGET', JOBS, unpack(ARGV))
+local recs = read_all('hash', 'HMGET', JOBS, ARGV)
 local out, done = {}, {}
 local jobs = {}   -- id, job, place: the jobs to remove
 local errs = {}
@@ -91,18 +91,13 @@ for _, x in ipairs(jobs) do
 end
 for _, member in ipairs(order) do
   local key = bucket_key(member)
-  redis.call('SREM', key, unpack(buckets[member]))
+  call_all('SREM', key, buckets[member])
   if redis.call('EXISTS', key) == 0 then
     redis.call('ZREM', DUE, member)
   end
 end
-if #deletes > 0 then
-  redis.call('HDEL', JOBS, unpack(deletes))
-end
-if #tombs > 0 then
-  redis.call('HSET', JOBS, unpack(tombs))
-end
-if #errs > 0 then
-  redis.call('HDEL', ERRORS, unpack(errs))
-end
+-- Through lib.lua's call_all, as every write of many values (Lua's unpack limit).
+call_all('HDEL', JOBS, deletes)
+call_all('HSET', JOBS, tombs)
+call_all('HDEL', ERRORS, errs)
 return out

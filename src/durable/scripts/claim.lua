@@ -1,7 +1,7 @@
 -- claim.lua: a worker acknowledges finished jobs and takes ready ones under a lease.
 --
 -- KEYS     meta, jobs, due, ready, flight, dead, errors (contract.rs, script_keys::CLAIM)
--- ARGV     lease_ms, max, n_acks, then n_acks times: id, attempt
+-- ARGV     lease_ms, max (at most MAX_BATCH), n_acks, then n_acks times: id, attempt
 -- Returns  { now, n_acked, then for each claimed job: id, attempt, due, payload }
 --
 -- An ack completes a job only if that delivery still holds it: the record's attempt is
@@ -14,7 +14,7 @@
 -- `dead` with an error naming it (lib.lua's quarantine), so one bad record stops no
 -- worker.
 local now, m = meta({ 'armed', 'expires' })
-local lease, max, nacks = arg_int(1, 'lease_ms', 1), arg_int(2, 'max', 0), arg_int(3, 'n_acks', 0)
+local lease, max, nacks = arg_int(1, 'lease_ms', 1), arg_int(2, 'max', 0, MAX_BATCH), arg_int(3, 'n_acks', 0)
 if #ARGV ~= 3 + 2 * nacks then
   error({ err = 'ERR bad arguments: ' .. #ARGV .. ' for ' .. nacks .. ' acks' })
 end
@@ -39,11 +39,11 @@ for i = 1, #ids do
 end
 local recs = {}
 if #fields > 0 then
-  recs = read('hash', 'HMGET', JOBS, unpack(fields))
+  recs = read_all('hash', 'HMGET', JOBS, fields)
 end
 local held = {}
 if nacks > 0 then
-  held = read('zset', 'ZMSCORE', FLIGHT, unpack(acks))
+  held = read_all('zset', 'ZMSCORE', FLIGHT, acks)
 end
 -- The acks that complete a job: the record's attempt is the acked one, and it is in
 -- flight.
@@ -118,25 +118,18 @@ local lowered = #flight > 0 and first_write('zset', 'ZADD', DUE, 'LT', 'CH', end
 if #ids > 0 then
   redis.call('LTRIM', READY, #ids, -1)
 end
-if #gone > 0 then
-  redis.call('ZREM', FLIGHT, unpack(gone))
-  redis.call('HDEL', JOBS, unpack(gone))
-  count('acked', #gone)
-end
-if #errs > 0 then
-  redis.call('HDEL', ERRORS, unpack(errs))
-end
+-- Every write of many values goes through lib.lua's call_all (Lua's unpack limit).
+call_all('ZREM', FLIGHT, gone)
+call_all('HDEL', JOBS, gone)
+count('acked', #gone)
+call_all('HDEL', ERRORS, errs)
 for _, id in ipairs(bad) do
   quarantine(id, now)
 end
-if #writes > 0 then
-  redis.call('HSET', JOBS, unpack(writes))
-end
-if #tomb > 0 then
-  redis.call('HDEL', JOBS, unpack(tomb))
-end
+call_all('HSET', JOBS, writes)
+call_all('HDEL', JOBS, tomb)
 if #flight > 0 then
-  redis.call('ZADD', FLIGHT, unpack(flight))
+  call_all('ZADD', FLIGHT, flight)
   count('delivered', #flight / 2)
   if lowered then
     local armed = tonumber(m.armed) or 0

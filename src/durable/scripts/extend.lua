@@ -9,21 +9,23 @@
 -- early, finds nothing ended, and moves the marker.
 local now = meta({})
 local ends = now + arg_int(1, 'lease_ms', 1)
-local args = {}
+local ids, args = {}, {}
 for i = 2, #ARGV do
+  ids[#ids + 1] = ARGV[i]
   args[#args + 1] = ends
   args[#args + 1] = ARGV[i]
 end
-if #args == 0 then
+if #ids == 0 then
   return { now, 0 }
 end
--- Counted by reading: ZADD's CH would miss a lease extended to the end it had.
-local held = read('zset', 'ZMSCORE', FLIGHT, unpack(ARGV, 2))
+-- Counted by reading: ZADD's CH would miss a lease extended to the end it had. Both
+-- commands go through lib.lua's read_all and call_all (Lua's unpack limit).
+local held = read_all('zset', 'ZMSCORE', FLIGHT, ids)
 local extended = 0
 for i = 1, #held do
   if held[i] then
     extended = extended + 1
   end
 end
-redis.call('ZADD', FLIGHT, 'XX', unpack(args))
+call_all('ZADD', FLIGHT, args, 'XX')
 return { now, extended }

@@ -12,7 +12,8 @@
 -- bucket keys' (BUCKET), and the wheel's constants: level k has buckets W0 * SPAN^k ms
 -- wide, KMAX is the top level, a bucket is drained LEAD ms before its start, at most
 -- DRAIN jobs per call; RLOW_AT is below; BUSY stands in for meta's `busy` (the leader's
--- busy lease, which acquire.lua writes) in a meta written before that field existed.
+-- busy lease, which acquire.lua writes) in a meta written before that field existed;
+-- MAX_BATCH is the most jobs a claim or a tick takes (contract.rs).
 -- Bucket keys are the only keys built here (bucket_key): a script cannot know them
 -- before it has read `due`.
 --
@@ -78,15 +79,57 @@ function first_write(want, cmd, key, ...)
   return read(want, cmd, key, ...)
 end
 
--- ARGV[i] as an integer at least `min`, or an error naming the argument (the Rust side
--- never sends one that is not: this guards the scripts against other callers).
-function arg_int(i, what, min)
+-- ARGV[i] as an integer at least `min` (0 if nil) and at most `max` (if given), or an
+-- error naming the argument (the Rust side never sends one that is not: this guards the
+-- scripts against other callers).
+function arg_int(i, what, min, max)
   local n = tonumber(ARGV[i])
-  if n == nil or n ~= math.floor(n) or n < (min or 0) then
+  if n == nil or n ~= math.floor(n) or n < (min or 0) or (max and n > max) then
     error({ err = 'ERR bad argument ' .. i .. ' (' .. what .. '): '
       .. string.format('%q', tostring(ARGV[i])) })
   end
   return n
+end
+
+-- The most values one command is sent from a Lua table. Redis's Lua 5.1 `unpack` raises
+-- "too many results to unpack" past its C stack (LUAI_MAXCSTACK, 8000 slots, less what
+-- the stack holds: measured on Redis 7.0, 7998 values pass at the top of an EVAL and
+-- fail two calls deeper). Half of that leaves room for any depth these scripts reach;
+-- it is even, so no chunk splits a pair (HSET's field and value, ZADD's score and
+-- member).
+local CHUNK = 4000
+
+-- Runs `cmd key [opt] v...` for the values of `list`, in chunks of at most CHUNK, in
+-- order (RPUSH keeps it), and returns the sum of the replies: for variadic writes whose
+-- values (or pairs) each apply alone (HSET, HDEL, SADD, SREM, ZADD, ZREM, RPUSH), so a
+-- split changes nothing, and whose reply is a count. An empty list sends nothing. Every
+-- write whose values grow with a batch goes through here, so that no script writes and
+-- then fails at the unpack limit.
+function call_all(cmd, key, list, opt)
+  local n = 0
+  for i = 1, #list, CHUNK do
+    local last = math.min(i + CHUNK - 1, #list)
+    if opt then
+      n = n + redis.call(cmd, key, opt, unpack(list, i, last))
+    else
+      n = n + redis.call(cmd, key, unpack(list, i, last))
+    end
+  end
+  return n
+end
+
+-- `read(want, cmd, key, v...)` for the values of `list`, in chunks as call_all: the
+-- answers, one per value, in order (HMGET, ZMSCORE, SMISMEMBER). An empty list sends
+-- nothing and answers an empty table.
+function read_all(want, cmd, key, list)
+  local out = {}
+  for i = 1, #list, CHUNK do
+    local r = read(want, cmd, key, unpack(list, i, math.min(i + CHUNK - 1, #list)))
+    for x = 1, #r do
+      out[#out + 1] = r[x]
+    end
+  end
+  return out
 end
 
 -- ARGV[i] when it is a time argument: 'a<ms>' (at that time) or 'r<us>' (that long
@@ -343,20 +386,14 @@ function flush(b, now, m, checked)
   end
   for _, pair in ipairs(b.order) do
     local member, score = pair[1], pair[2]
-    redis.call('SADD', bucket_key(member), unpack(b.sets[member]))
+    call_all('SADD', bucket_key(member), b.sets[member])
     if redis.call('ZADD', DUE, 'NX', score, member) == 1 then
       wake_at(b, score)
     end
   end
-  if #b.staged > 0 then
-    redis.call('ZADD', DUE, unpack(b.staged))
-  end
-  if #b.ready > 0 then
-    redis.call('RPUSH', READY, unpack(b.ready))
-  end
-  if #b.writes > 0 then
-    redis.call('HSET', JOBS, unpack(b.writes))
-  end
+  call_all('ZADD', DUE, b.staged)
+  call_all('RPUSH', READY, b.ready)
+  call_all('HSET', JOBS, b.writes)
   local armed = m and tonumber(m.armed)
   if b.wake ~= nil and armed ~= nil and armed > 0 and b.wake < armed then
     local e = tonumber(m.expires) or 0
@@ -428,8 +465,8 @@ function recur_take(rs, now, h, b, lags, budget)
   -- Checked by name first (HMGET would fail too, but with a bare WRONGTYPE).
   expect(RECUR, 'hash')
   expect(RNEXT, 'hash')
-  local recs = read('hash', 'HMGET', RECUR, unpack(rs))
-  local nexts = read('hash', 'HMGET', RNEXT, unpack(rs))
+  local recs = read_all('hash', 'HMGET', RECUR, rs)
+  local nexts = read_all('hash', 'HMGET', RNEXT, rs)
   local jobs = {}   -- { id, t, spec } per occurrence to run
   for i = 1, #rs do
     local id = rs[i]
@@ -519,7 +556,7 @@ function recur_take(rs, now, h, b, lags, budget)
     for x = 1, #jobs do
       ids[x] = jobs[x][1]
     end
-    local old = read('hash', 'HMGET', JOBS, unpack(ids))
+    local old = read_all('hash', 'HMGET', JOBS, ids)
     for x = 1, #jobs do
       local jid, t, s = jobs[x][1], jobs[x][2], jobs[x][3]
       local o = old[x] and readable(old[x])
@@ -543,16 +580,8 @@ function recur_check(plan)
 end
 
 function recur_write(plan)
-  if #plan.next > 0 then
-    redis.call('HSET', RNEXT, unpack(plan.next))
-  end
-  if #plan.rescore > 0 then
-    redis.call('ZADD', DUE, unpack(plan.rescore))
-  end
-  if #plan.drop > 0 then
-    redis.call('ZREM', DUE, unpack(plan.drop))
-  end
-  if #plan.low > 0 then
-    redis.call('SADD', RLOW, unpack(plan.low))
-  end
+  call_all('HSET', RNEXT, plan.next)
+  call_all('ZADD', DUE, plan.rescore)
+  call_all('ZREM', DUE, plan.drop)
+  call_all('SADD', RLOW, plan.low)
 end

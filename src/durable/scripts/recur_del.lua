@@ -4,7 +4,10 @@
 -- KEYS     meta, recur, rnext, due, rlow (contract.rs, script_keys::RECUR)
 -- ARGV     ids (one or more)
 -- Returns  for each id, 1 if a schedule was removed, 0 if the id names none.
-local recs = read('hash', 'HMGET', RECUR, unpack(ARGV))
+if #ARGV == 0 then
+  error({ err = 'ERR bad arguments: no ids' })
+end
+local recs = read_all('hash', 'HMGET', RECUR, ARGV)
 expect(RNEXT, 'hash')
 expect(DUE, 'zset')
 expect(RLOW, 'set')
@@ -14,8 +17,8 @@ for i = 1, #ARGV do
   gone[i] = ARGV[i]
   members[i] = M_RECUR .. ARGV[i]
 end
-redis.call('HDEL', RECUR, unpack(gone))
-redis.call('HDEL', RNEXT, unpack(gone))
-redis.call('ZREM', DUE, unpack(members))
-redis.call('SREM', RLOW, unpack(gone))
+call_all('HDEL', RECUR, gone)
+call_all('HDEL', RNEXT, gone)
+call_all('ZREM', DUE, members)
+call_all('SREM', RLOW, gone)
 return out

@@ -27,7 +27,7 @@ local out = { 1 }
 if n == 0 then
   return out
 end
-local nexts = read('hash', 'HMGET', RNEXT, unpack(ids))
+local nexts = read_all('hash', 'HMGET', RNEXT, ids)
 expect(DUE, 'zset')
 expect(RLOW, 'set')
 for i = 1, n do

@@ -25,7 +25,7 @@ for i = 1, n do
   dues[i] = arg_when(base + 1)
   maxes[i] = arg_int(base + 2, 'max_attempts', 1)
 end
-local recs = read('hash', 'HMGET', JOBS, unpack(ids))
+local recs = read_all('hash', 'HMGET', JOBS, ids)
 local b = batch()
 local out = { now }
 local seen = {}

@@ -2,7 +2,7 @@
 --
 -- KEYS     all ten: meta, jobs, due, ready, flight, dead, errors, recur, rnext, rlow
 --          (contract.rs, script_keys::ALL); bucket keys are built from meta's prefix
--- ARGV     token, limit (at most this many jobs touched per call)
+-- ARGV     token, limit (at most this many jobs touched per call; at most MAX_BATCH)
 -- Returns  { 0 } if `token` is not the current leadership's or its lease has ended
 --          (fencing: a paused leader that lost its lease promotes nothing); else
 --          { now, next, flags, lag_1, ..., lag_k }: `next` is the score of the head of
@@ -24,10 +24,10 @@
 -- Then meta's `armed` is raised to at least the new head, so that a script adding an
 -- earlier wake knows to publish it (lib.lua's flush).
 local now, m = meta({ 'token', 'expires', 'armed' })
+local budget = arg_int(2, 'limit', 1, MAX_BATCH)
 if m.token ~= ARGV[1] or (tonumber(m.expires) or 0) <= now then
   return { 0 }
 end
-local budget = arg_int(2, 'limit', 1)
 local h = horizon(now + LEAD)
 local b = batch()
 local lags = {}
@@ -72,7 +72,7 @@ for i = 1, #items, 2 do
     if #ids > 0 then
       popped[#popped + 1] = { key, ids }
       budget = budget - #ids
-      local recs = read('hash', 'HMGET', JOBS, unpack(ids))
+      local recs = read_all('hash', 'HMGET', JOBS, ids)
       for x = 1, #ids do
         local j = recs[x] and readable(recs[x])
         if recs[x] and j == nil then
@@ -93,7 +93,7 @@ for i = 1, #items, 2 do
     ended = read('zset', 'ZRANGEBYSCORE', FLIGHT, '-inf', now, 'LIMIT', 0, budget)
     if #ended > 0 then
       budget = budget - #ended
-      local recs = read('hash', 'HMGET', JOBS, unpack(ended))
+      local recs = read_all('hash', 'HMGET', JOBS, ended)
       for x = 1, #ended do
         local j = recs[x] and readable(recs[x])
         if recs[x] and j == nil then
@@ -139,23 +139,18 @@ local low_wanted = #rplan.low > 0 or redis.call('TYPE', RLOW)['ok'] ~= 'none'
 if low_wanted then
   expect(RLOW, 'set')
 end
--- Every check passed: the writes.
+-- Every check passed: the writes, those of many values through lib.lua's call_all
+-- (Lua's unpack limit).
 for _, taken in ipairs(popped) do
-  redis.call('SREM', taken[1], unpack(taken[2]))
+  call_all('SREM', taken[1], taken[2])
 end
 for _, id in ipairs(bad) do
   quarantine(id, now)
 end
-if #ended > 0 then
-  redis.call('ZREM', FLIGHT, unpack(ended))
-end
-if #notes > 0 then
-  redis.call('HSET', ERRORS, unpack(notes))
-end
-if #dead > 0 then
-  redis.call('ZADD', DEAD, unpack(dead))
-  count('died', #dead / 2)
-end
+call_all('ZREM', FLIGHT, ended)
+call_all('HSET', ERRORS, notes)
+call_all('ZADD', DEAD, dead)
+count('died', #dead / 2)
 if flight_head then
   local head = redis.call('ZRANGE', FLIGHT, 0, 0, 'WITHSCORES')
   if #head > 0 then
@@ -164,9 +159,7 @@ if flight_head then
     done[#done + 1] = M_LEASE
   end
 end
-if #done > 0 then
-  redis.call('ZREM', DUE, unpack(done))
-end
+call_all('ZREM', DUE, done)
 recur_write(rplan)
 -- The leader reads `next` from this call, so nothing added here needs publishing.
 flush(b, now, nil, true)
