@@ -114,20 +114,29 @@ fn main() {
     durable_section(quick, true, true);
 }
 
+/// The durable sections' rows (target, measured, met) as a Markdown table under `title`.
+#[cfg(feature = "redis")]
+fn print_durable_targets<W: std::fmt::Display, M: std::fmt::Display>(
+    title: &str,
+    rows: &[(W, M, bool)],
+) {
+    println!("\n### Targets ({title})\n");
+    println!("| target | measured | met |");
+    println!("|---|---|---|");
+    for (what, measured, met) in rows {
+        println!(
+            "| {what} | {measured} | {} |",
+            if *met { "yes" } else { "**no**" }
+        );
+    }
+}
+
 /// Issue 18's speed goals on one node: `--features redis -- --durable-speed`.
 fn durable_speed_section(quick: bool, part: Option<&str>) {
     #[cfg(feature = "redis")]
     {
         let rows = tickless_bench::durable_speed::run(quick, part);
-        println!("\n### Targets (issue 18, speed on one node)\n");
-        println!("| target | measured | met |");
-        println!("|---|---|---|");
-        for (what, measured, met) in &rows {
-            println!(
-                "| {what} | {measured} | {} |",
-                if *met { "yes" } else { "**no**" }
-            );
-        }
+        print_durable_targets("issue 18, speed on one node", &rows);
     }
     #[cfg(not(feature = "redis"))]
     {
@@ -148,15 +157,7 @@ fn durable_section(quick: bool, one_node: bool, cluster: bool) {
         if cluster {
             rows.extend(tickless_bench::durable_cluster::run(quick));
         }
-        println!("\n### Targets (issue 12, durable jobs)\n");
-        println!("| target | measured | met |");
-        println!("|---|---|---|");
-        for (what, measured, met) in &rows {
-            println!(
-                "| {what} | {measured} | {} |",
-                if *met { "yes" } else { "**no**" }
-            );
-        }
+        print_durable_targets("issue 12, durable jobs", &rows);
         let met = rows.iter().filter(|row| row.2).count();
         println!("\n{met} of {} targets met.", rows.len());
     }

@@ -66,13 +66,7 @@ for _, x in ipairs(jobs) do
   if place == 'dead' then
     redis.call('ZREM', DEAD, id)
   elseif place == 'bucket' then
-    local member = bucket_of(j)
-    if buckets[member] == nil then
-      buckets[member] = {}
-      order[#order + 1] = member
-    end
-    local ids = buckets[member]
-    ids[#ids + 1] = id
+    group(buckets, order, bucket_of(j), id)
   else
     unplace(id, j, place)
   end

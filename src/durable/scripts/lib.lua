@@ -279,6 +279,18 @@ function bucket_key(member)
   return P .. BUCKET .. string.sub(member, 2)
 end
 
+-- Appends `item` to the list `groups[key]`, made on first use, when `key` is also
+-- appended to `order` (so the groups are met in the order they were first made).
+function group(groups, order, key, item)
+  local list = groups[key]
+  if list == nil then
+    list = {}
+    groups[key] = list
+    order[#order + 1] = key
+  end
+  list[#list + 1] = item
+end
+
 -- The `due` member of the bucket a job with a level digit as loc is in (I2).
 function bucket_of(j)
   local w = W0 * SPAN ^ tonumber(j.loc)

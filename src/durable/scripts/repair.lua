@@ -80,13 +80,7 @@ if what == 'jobs' and #items > 0 then
     elseif j and j.loc == 's' then
       staged[#staged + 1] = { id, j }
     elseif j and j.loc ~= 'x' then
-      local member = bucket_of(j)
-      if buckets[member] == nil then
-        buckets[member] = {}
-        order[#order + 1] = member
-      end
-      local list = buckets[member]
-      list[#list + 1] = { id, j }
+      group(buckets, order, bucket_of(j), { id, j })
     end
   end
   local function ids_of(list, prefix)
