@@ -11,10 +11,10 @@ target_dir=$(cargo metadata --format-version 1 --no-deps |
   sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
 bin="${target_dir:?cargo metadata named no target directory}/abort-check/tickless-abort-check"
 
-"$bin" with-time
+timeout 120 "$bin" with-time
 
 set +e
-out=$("$bin" without-time 2>&1)
+out=$(timeout 120 "$bin" without-time 2>&1)
 code=$?
 set -e
 if [ "$code" -ne 134 ] || ! grep -q "enable_time" <<<"$out"; then

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # The single-node durable suite again in a variant of the Redis it runs against
-# (tests/support/redis_variant.rs): `tls` (TLS only, the certificate checked against a CA
+# (tests/support/src/redis_variant.rs): `tls` (TLS only, the certificate checked against a CA
 # the tests make), `acl` (as README's ACL user), or `tls,acl`. Run after scripts/test.sh,
 # which installs redis-server, redis-cli, openssl and chromium: the same test binaries,
 # no rebuild.
 #
 #   bash scripts/test-variant.sh tls [--no-crash] [extra cargo test arguments]
 #
-# `--no-crash` leaves out tests/durable_crash.rs (its kill -9 scenarios take ~17 s).
+# `--no-crash` leaves out durable/tests/durable_crash.rs (its kill -9 scenarios take ~17 s).
+# Each test binary runs under scripts/run-tests.sh's time limit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,4 +28,4 @@ for suite in "${suites[@]}"; do args+=(--test "$suite"); done
 certs="$(mktemp -d)"
 trap 'rm -rf "$certs"' EXIT
 SSL_CERT_DIR="$certs" TICKLESS_TEST_REDIS="$variant" \
-  cargo test --all-features "${args[@]}" "$@"
+  bash scripts/run-tests.sh -p tickless-durable --all-features "${args[@]}" "$@"

@@ -1,8 +1,14 @@
 #!/usr/bin/env bash
-# The README's test command: every test, the Redis-backed ones included.
+# The README's test command: every test of both crates (tickless, tickless-durable), the
+# Redis-backed ones included, each test binary under a time limit (scripts/run-tests.sh;
+# TICKLESS_TEST_TIMEOUT seconds, 300 by default).
 # The durable tests start their own redis-server (on a free 127.0.0.1 port, in a
 # temporary directory), and the cluster and TLS ones `redis-cli` (to create a cluster)
 # and `openssl` (to make a CA and certificates); this installs them with apt when missing.
+# The doc tests of tickless-durable's README (its quick start) run against a server this
+# script starts, named by REDIS_URL.
+#
+#   scripts/test.sh [cargo test build arguments] [-- test binary arguments]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -38,4 +44,18 @@ if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/
   fi
 fi
 
-cargo test --all-features "$@"
+# A redis-server for the doc tests, on a free loopback port, stopped on exit.
+doc_redis="$(mktemp -d)"
+port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+redis-server --port "$port" --bind 127.0.0.1 --dir "$doc_redis" --save '' --appendonly no \
+  --daemonize no >"$doc_redis/log" 2>&1 &
+doc_redis_pid=$!
+trap 'kill "$doc_redis_pid" 2>/dev/null || true; rm -rf "$doc_redis"' EXIT
+for _ in $(seq 100); do
+  redis-cli -p "$port" ping >/dev/null 2>&1 && break
+  sleep 0.1
+done
+redis-cli -p "$port" ping >/dev/null || { echo "the doc tests' redis-server did not answer within 10 s:" >&2; cat "$doc_redis/log" >&2; exit 1; }
+
+REDIS_URL="redis://127.0.0.1:$port/" TICKLESS_DOCTESTS=1 \
+  bash scripts/run-tests.sh --all-features "$@"

@@ -39,11 +39,6 @@
 //! `use tokio::time;` becomes `use tickless as time;`). `DelayQueue` and its
 //! `delay_queue::{Key, Expired}` mirror `tokio_util::time`.
 //!
-//! # Durable jobs
-//!
-//! With the cargo feature `redis`, `tickless::durable` keeps delayed jobs in Redis: a timing wheel
-//! whose buckets are Redis keys, moved by one fenced leader, delivered at least once.
-//!
 //! # Which timer
 //!
 //! The free functions use [`Timer::current`]: an [entered](Timer::enter) timer, else the
@@ -69,11 +64,10 @@
 //! ```
 #![deny(missing_docs, unsafe_code, unsafe_op_in_unsafe_fn)]
 #![warn(missing_debug_implementations, rust_2018_idioms)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod callback;
 mod driver;
-#[cfg(feature = "redis")]
-pub mod durable;
 pub mod purgatory;
 mod sync;
 mod time;
@@ -96,4 +90,5 @@ pub use tokio::time::Instant;
 /// tokio's clock controls (feature `test-util`): they move the clock of tickless's timers
 /// driven by that runtime too, so `use tickless as time;` covers `time::pause()` as well.
 #[cfg(feature = "test-util")]
+#[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
 pub use tokio::time::{advance, pause, resume};

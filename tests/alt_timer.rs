@@ -1,7 +1,7 @@
 //! tokio's alternative timer (`--cfg tokio_unstable`, `Builder::enable_alt_timer`).
 #![cfg(tokio_unstable)]
 
-mod support;
+use tickless_test_support as support;
 
 use std::future::Future;
 use std::pin::pin;

@@ -3,7 +3,7 @@
 //! count and its limit, panics, handles dropped, timers dropped, runtimes shut down, and a
 //! property test against an oracle.
 
-mod support;
+use tickless_test_support as support;
 
 use proptest::prelude::*;
 use std::collections::BTreeMap;

@@ -8,7 +8,7 @@
 //! origin, saturated at `i64::MAX`) is rounded up to the tick, and a callback runs once
 //! the clock has reached that tick.
 
-mod support;
+use tickless_test_support as support;
 
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};

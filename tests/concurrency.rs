@@ -3,7 +3,7 @@
 //! thread driver and inside a multi-thread tokio runtime (real time: never early, none
 //! lost).
 
-mod support;
+use tickless_test_support as support;
 
 use std::pin::Pin;
 use std::sync::{Arc, Barrier};

@@ -1,6 +1,6 @@
 //! Which timer the free functions use, with no setup, in each kind of context.
 
-mod support;
+use tickless_test_support as support;
 
 use std::future::Future;
 use std::time::Duration;

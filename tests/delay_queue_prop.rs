@@ -10,7 +10,7 @@
 //! across drains that nothing comes out before it is due: stepping the clock to each
 //! deadline in turn (`AdvanceToNext`) then checks deadline order exactly.
 
-mod support;
+use tickless_test_support as support;
 
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};

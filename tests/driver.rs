@@ -1,7 +1,7 @@
 //! The driver: no empty ticks, notifications only when needed, resilience, shutdown,
 //! the thread driver, and configuration errors.
 
-mod support;
+use tickless_test_support as support;
 
 use std::future::Future;
 use std::pin::Pin;

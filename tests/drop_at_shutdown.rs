@@ -5,7 +5,7 @@
 //! runtime's only thread is blocked in the drop (tokio's hang, kept); a thread-driven
 //! timer serves there.
 
-mod support;
+use tickless_test_support as support;
 
 use std::time::Duration;
 use support::*;

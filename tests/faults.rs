@@ -5,7 +5,7 @@
 //! The first tests are issue 8's numbered defects, each one failing on the code before
 //! its fix.
 
-mod support;
+use tickless_test_support as support;
 
 use futures::StreamExt;
 use std::pin::Pin;

@@ -1,6 +1,6 @@
 //! Many timers at once: multi-thread runtimes and one huge `FuturesUnordered`.
 
-mod support;
+use tickless_test_support as support;
 
 use futures::stream::{FuturesUnordered, StreamExt};
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};

@@ -1,7 +1,7 @@
 //! A manual clock: virtual time on any runtime flavour, moved only by `Timer::advance`,
 //! which fires everything due before it returns.
 
-mod support;
+use tickless_test_support as support;
 
 use futures::StreamExt;
 use std::future::Future;

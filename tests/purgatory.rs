@@ -2,7 +2,7 @@
 //! `DelayedOperation` shape; threshold waits; races on a multi-thread runtime; and a
 //! property test against an oracle.
 
-mod support;
+use tickless_test_support as support;
 
 use proptest::prelude::*;
 use std::future::Future;

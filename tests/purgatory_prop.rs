@@ -11,7 +11,7 @@
 //! callback run exactly once; every live one is still pending (not done, its future
 //! `Pending`, no hook run).
 
-mod support;
+use tickless_test_support as support;
 
 use proptest::prelude::*;
 use std::collections::BTreeMap;

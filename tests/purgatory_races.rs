@@ -6,7 +6,7 @@
 //! For every operation, exactly one of these holds: a `cancel()` returned `true` (or a
 //! `cancel_for_key` counted it), `on_complete` ran once, `on_expiration` ran once.
 
-mod support;
+use tickless_test_support as support;
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};

@@ -5,7 +5,7 @@
 //! after an hour of virtual time, multi-thread real), of the timer (one built in the
 //! runtime, or the runtime's default) and of the waiter: no hang, no panic, none early.
 
-mod support;
+use tickless_test_support as support;
 
 use futures::StreamExt;
 use std::future::Future;

@@ -2,7 +2,7 @@
 //! some firing, most cancelled. Memory returns to where it stood after the warm-up, and
 //! the wheel holds nothing at the end. (Its own test binary: it reads the process's RSS.)
 
-mod support;
+use tickless_test_support as support;
 
 use std::time::Duration;
 use tickless::Timer;

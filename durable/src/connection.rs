@@ -1,0 +1,535 @@
+//! How a queue reaches Redis: [`ConnectOptions`] (one server or a cluster, TLS, `WAIT`),
+//! the shared connection every call of a queue uses, and the dedicated connections of a
+//! leader's subscription and a worker's blocking wait.
+//!
+//! One server: one multiplexed connection (the `redis` crate's connection manager), which
+//! reconnects when a call finds it broken (see `connect_single`). A cluster: the `redis` crate's async cluster connection, which
+//! follows `MOVED` and `ASK` and refreshes its map of slots. A subscription and a
+//! `BLMOVE` would hold a multiplexed connection up (the one a cluster connection routes
+//! on, too), so they get connections of their own to the master that owns the queue's
+//! slot, looked up again whenever they fail (a failover, a migrated slot).
+
+use super::error::{away, Error};
+use super::queue::Queue;
+use super::redact::{redact, scrub};
+use super::reply::Reply;
+use super::scripts::Script;
+use redis::aio::{ConnectionLike, ConnectionManager};
+use redis::cluster_async::ClusterConnection;
+use redis::{Cmd, ConnectionAddr, ConnectionInfo, IntoConnectionInfo, Pipeline, RedisFuture};
+use redis::{TlsCertificates, Value};
+use std::fmt;
+use std::time::Duration;
+
+/// How to reach Redis: one server or a cluster, which CA to trust over TLS, and whether
+/// writes wait for replicas. [`Queue::connect`](super::Queue::connect) is
+/// `ConnectOptions::new(url).connect(name)`.
+///
+/// URLs are `redis://[user:password@]host[:port][/db]` or, for TLS, `rediss://...`;
+/// `rediss://host/#insecure` skips checking the server's certificate (for tests only).
+///
+/// # Examples
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use tickless_durable::ConnectOptions;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), tickless_durable::Error> {
+/// let ca = std::fs::read("/etc/redis/ca.crt").expect("the CA");
+/// let queue = ConnectOptions::cluster(["rediss://app:secret@10.0.0.1:6379", "rediss://app:secret@10.0.0.2:6379"])
+///     .tls_ca_pem(ca)
+///     .wait_for_replicas(1, Duration::from_millis(500))
+///     .connect("reviews")
+///     .await?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct ConnectOptions {
+    seeds: Vec<String>,
+    cluster: bool,
+    ca_pem: Option<Vec<u8>>,
+    replicas: Option<(u32, Duration)>,
+}
+
+impl fmt::Debug for ConnectOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let seeds: Vec<String> = self.seeds.iter().map(|url| redact(url)).collect();
+        f.debug_struct("ConnectOptions")
+            .field("seeds", &seeds)
+            .field("cluster", &self.cluster)
+            .field("tls_ca", &self.ca_pem.is_some())
+            .field("replicas", &self.replicas)
+            .finish()
+    }
+}
+
+impl ConnectOptions {
+    /// One Redis server (or a proxy that looks like one) at `url`.
+    pub fn new(url: &str) -> ConnectOptions {
+        ConnectOptions {
+            seeds: vec![url.to_string()],
+            cluster: false,
+            ca_pem: None,
+            replicas: None,
+        }
+    }
+
+    /// A Redis Cluster, found from one or more of its nodes (`seeds`); the rest of the
+    /// cluster is learnt from them. All seeds share the user, password and scheme.
+    pub fn cluster<I>(seeds: I) -> ConnectOptions
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        ConnectOptions {
+            seeds: seeds
+                .into_iter()
+                .map(|url| url.as_ref().to_string())
+                .collect(),
+            cluster: true,
+            ca_pem: None,
+            replicas: None,
+        }
+    }
+
+    /// Trusts the CA certificate(s) in `pem` (PEM text) for `rediss://` URLs, instead of
+    /// the system's roots.
+    pub fn tls_ca_pem(mut self, pem: impl Into<Vec<u8>>) -> ConnectOptions {
+        self.ca_pem = Some(pem.into());
+        self
+    }
+
+    /// Makes [`schedule`](super::Queue::schedule) (and its batch form) wait until
+    /// `replicas` replicas have the write (Redis `WAIT`), at most `timeout`; fewer is an
+    /// error for which [`Error::is_replication`] is true (the job was stored on the
+    /// master, and may be lost with it). A schedule that returned `Ok` is then on the
+    /// master and `replicas` replicas: a failover to one of them keeps it.
+    ///
+    /// A worker's acks wait too, but fewer replicas there is no error: the job is done on
+    /// the master, and if the master dies before a replica has the ack, the job is
+    /// delivered again (at least once).
+    ///
+    /// Without this option Redis replicates asynchronously: a master that dies can take
+    /// schedules (and acks) it acknowledged in its last moments with it; a job lost so
+    /// is never delivered. `WAIT` is not a transaction either: a replica that had the
+    /// write may still lose it if it was not the one promoted.
+    ///
+    /// A `WAIT` holds up the connection it is sent on, so calls sharing the queue's
+    /// connection wait behind it (for about one round trip to the replicas).
+    pub fn wait_for_replicas(mut self, replicas: u32, timeout: Duration) -> ConnectOptions {
+        self.replicas = (replicas > 0).then_some((replicas, timeout));
+        self
+    }
+
+    /// Connects and opens the queue `name`: see [`Queue::connect`](super::Queue::connect).
+    ///
+    /// # Errors
+    ///
+    /// As [`Queue::connect`](super::Queue::connect); [`Error::is_invalid_url`] also for
+    /// a cluster without seeds or with seeds of different users or schemes.
+    pub async fn connect(&self, name: &str) -> Result<super::Queue, Error> {
+        super::Queue::connect_with(self, name).await
+    }
+
+    /// The first seed, redacted: what errors and `Queue::url` show.
+    pub(crate) fn shown_url(&self) -> String {
+        self.seeds
+            .first()
+            .map_or_else(String::new, |url| redact(url))
+    }
+
+    pub(crate) fn replicas(&self) -> Option<(u32, Duration)> {
+        self.replicas
+    }
+
+    /// The shared connection, and what makes dedicated ones.
+    pub(crate) async fn open(&self) -> Result<(Conn, Nodes), Error> {
+        let Some(first) = self.seeds.first() else {
+            return Err(Error::invalid_url(
+                "",
+                "a cluster needs at least one seed URL",
+            ));
+        };
+        let certs = self.ca_pem.clone().map(|pem| TlsCertificates {
+            client_tls: None,
+            root_cert: Some(pem),
+        });
+        let mut infos = Vec::with_capacity(self.seeds.len());
+        for url in &self.seeds {
+            let info = url
+                .as_str()
+                .into_connection_info()
+                .map_err(|err| Error::invalid_url(url, err))?;
+            if matches!(info.addr, ConnectionAddr::TcpTls { .. }) {
+                ensure_crypto_provider();
+            }
+            infos.push(info);
+        }
+        if !self.cluster {
+            let info = infos.swap_remove(0);
+            let client = match &certs {
+                Some(certs) => redis::Client::build_with_tls(info, certs.clone()),
+                None => redis::Client::open(info),
+            }
+            .map_err(|err| Error::invalid_url(first, err))?;
+            let conn = connect_single(&client, first).await?;
+            return Ok((Conn::Single(conn), Nodes::Single(client)));
+        }
+        let template = infos[0].clone();
+        let mut builder = redis::cluster::ClusterClientBuilder::new(infos)
+            .connection_timeout(Duration::from_secs(5))
+            .response_timeout(Duration::from_secs(5))
+            .retries(6)
+            .min_retry_wait(50)
+            .max_retry_wait(1_000);
+        if let Some(certs) = &certs {
+            builder = builder.certs(certs.clone());
+        }
+        let client = builder
+            .build()
+            .map_err(|err| Error::invalid_url(first, err))?;
+        let mut conn = client
+            .get_async_connection()
+            .await
+            .map_err(|err| Error::connect(first, err))?;
+        let _: () = redis::cmd("PING")
+            .query_async(&mut conn)
+            .await
+            .map_err(|err| ping_error(first, err))?;
+        Ok((
+            Conn::Cluster(conn.clone()),
+            Nodes::Cluster {
+                conn,
+                template,
+                certs,
+            },
+        ))
+    }
+}
+
+/// The first connection is tried once, with a 5 s timeout, so that a wrong address fails
+/// fast. After that, a call that finds the connection broken makes one new attempt (the
+/// connection manager's reconnect), with no retries of the manager's own: its retries
+/// start at a second and grow (the `redis` crate's backoff has no shorter first delay),
+/// and every call waits behind them, which held deliveries up to ~1.3 s after a
+/// restarted Redis answered. The callers' loops set the pace instead (`durable::retry`),
+/// and a call that met a refused connection (never sent) is sent again at once on the
+/// new attempt (`Queue::call_retrying`).
+async fn connect_single(client: &redis::Client, url: &str) -> Result<ConnectionManager, Error> {
+    let probe = redis::AsyncConnectionConfig::new()
+        .set_connection_timeout(Duration::from_secs(5))
+        .set_response_timeout(Duration::from_secs(5));
+    let mut first = client
+        .get_multiplexed_async_connection_with_config(&probe)
+        .await
+        .map_err(|err| Error::connect(url, err))?;
+    let _: () = redis::cmd("PING")
+        .query_async(&mut first)
+        .await
+        .map_err(|err| ping_error(url, err))?;
+    let config = redis::aio::ConnectionManagerConfig::new()
+        .set_connection_timeout(Duration::from_secs(5))
+        .set_number_of_retries(0);
+    ConnectionManager::new_with_config(client.clone(), config)
+        .await
+        .map_err(|err| Error::connect(url, err))
+}
+
+/// A failed first `PING`: a user refused the command is a permission error, the rest a
+/// connect error.
+fn ping_error(url: &str, err: redis::RedisError) -> Error {
+    match err.code() {
+        Some("NOPERM") => Error::permission(
+            &redact(url),
+            "PING",
+            &scrub(err.detail().unwrap_or_default(), url),
+        ),
+        _ => Error::connect(url, err),
+    }
+}
+
+/// The `redis` crate builds rustls without a crypto provider of its own; ours is ring,
+/// installed as the process default only if the program has not chosen one.
+fn ensure_crypto_provider() {
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        // Another thread may install one first: either is fine.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+}
+
+/// A queue's shared connection: to one server, or to a cluster. Clones share it.
+#[derive(Clone)]
+pub(crate) enum Conn {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+impl ConnectionLike for Conn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Conn::Single(conn) => conn.req_packed_command(cmd),
+            Conn::Cluster(conn) => conn.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Conn::Single(conn) => conn.req_packed_commands(cmd, offset, count),
+            Conn::Cluster(conn) => conn.req_packed_commands(cmd, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Conn::Single(conn) => conn.get_db(),
+            Conn::Cluster(conn) => conn.get_db(),
+        }
+    }
+}
+
+impl Queue {
+    /// Whether writes wait for replicas ([`ConnectOptions::wait_for_replicas`]).
+    pub(crate) fn waits_for_replicas(&self) -> bool {
+        self.replicas().is_some()
+    }
+
+    /// Runs `calls` of `script` in one pipeline followed by `WAIT` for the replicas asked
+    /// for in [`ConnectOptions::wait_for_replicas`] (none: no `WAIT`). One pipeline is one
+    /// connection, so the `WAIT` covers these writes; on a cluster it is routed with them,
+    /// by their key, to the queue's master. Sent once more if `retry` and the connection
+    /// turns out closed; loads the script if Redis does not know it.
+    ///
+    /// # Errors
+    ///
+    /// As [`call_many`](Queue::call_many), and, if `strict`, [`Error::is_replication`] when
+    /// fewer replicas acknowledged than asked (the writes were made on the master).
+    pub(crate) async fn call_replicated(
+        &self,
+        script: &Script,
+        calls: &[Vec<Vec<u8>>],
+        retry: bool,
+        strict: bool,
+    ) -> Result<Vec<Reply>, Error> {
+        let meta = self.meta_key();
+        let mut pipe = redis::pipe();
+        for args in calls {
+            self.add_call(&mut pipe, script, args);
+        }
+        if let Some((replicas, timeout)) = self.replicas() {
+            let ms = u64::try_from(timeout.as_millis())
+                .unwrap_or(u64::MAX)
+                .max(1);
+            pipe.cmd("WAIT").arg(replicas).arg(ms);
+        }
+        let mut conn = self.conn();
+        let mut result: redis::RedisResult<Vec<Value>> = pipe.query_async(&mut conn).await;
+        if matches!(&result, Err(err) if send_again(retry, err)) {
+            conn = self.conn();
+            result = pipe.query_async(&mut conn).await;
+        }
+        if matches!(&result, Err(err) if err.kind() == redis::ErrorKind::NoScriptError) {
+            script
+                .script
+                .prepare_invoke()
+                .load_async(&mut conn)
+                .await
+                .map_err(|err| Error::script(meta, script, err))?;
+            result = pipe.query_async(&mut conn).await;
+        }
+        let mut values = result.map_err(|err| Error::script(meta, script, err))?;
+        if let Some((replicas, _)) = self.replicas() {
+            let acked = match values.pop() {
+                Some(Value::Int(acked)) => acked,
+                other => {
+                    return Err(Error::garbage(
+                        meta,
+                        format!("WAIT answered {other:?}, not a number"),
+                    ))
+                }
+            };
+            if strict && acked < i64::from(replicas) {
+                return Err(Error::replication(meta, script.name, acked, replicas));
+            }
+        }
+        values
+            .into_iter()
+            .map(|value| Reply::new(value, meta, script.name))
+            .collect()
+    }
+}
+
+/// What makes a queue's dedicated connections (see the module docs).
+#[derive(Clone)]
+pub(crate) enum Nodes {
+    Single(redis::Client),
+    Cluster {
+        conn: ClusterConnection,
+        /// The first seed's user, password, database and TLS mode, for every node.
+        template: ConnectionInfo,
+        certs: Option<TlsCertificates>,
+    },
+}
+
+/// While the master that owns a queue's slot cannot be reached (a failover under way),
+/// a leader asks the cluster for the slot's master again this often (two small commands
+/// to a live node; the dead one gets a refused connect, no traffic), for at most
+/// [`OWNER_WAIT`], so that it subscribes again as soon as a replica is promoted.
+const OWNER_POLL: Duration = Duration::from_millis(100);
+const OWNER_WAIT: Duration = Duration::from_secs(30);
+
+impl Nodes {
+    /// A subscription connection to the server holding `key`: on a cluster, its slot's
+    /// master, waited for (see [`OWNER_POLL`]) while it cannot be reached.
+    pub(crate) async fn subscriber(&self, key: &str) -> redis::RedisResult<redis::aio::PubSub> {
+        let started = std::time::Instant::now();
+        loop {
+            let result = match self.owner_of(key).await {
+                Ok(client) => client.get_async_pubsub().await,
+                Err(err) => Err(err),
+            };
+            match result {
+                Err(err)
+                    if matches!(self, Nodes::Cluster { .. })
+                        && away(&err)
+                        && started.elapsed() < OWNER_WAIT =>
+                {
+                    tickless::sleep(OWNER_POLL).await;
+                }
+                result => return result,
+            }
+        }
+    }
+
+    /// A client for the server that holds `key`: the one server, or the master that owns
+    /// `key`'s slot now (asked of the cluster each time: after a failover or a migration
+    /// it is another node).
+    pub(crate) async fn owner_of(&self, key: &str) -> redis::RedisResult<redis::Client> {
+        let (conn, template, certs) = match self {
+            Nodes::Single(client) => return Ok(client.clone()),
+            Nodes::Cluster {
+                conn,
+                template,
+                certs,
+            } => (conn, template, certs),
+        };
+        let mut conn = conn.clone();
+        let slot: u16 = redis::cmd("CLUSTER")
+            .arg("KEYSLOT")
+            .arg(key)
+            .query_async(&mut conn)
+            .await?;
+        let slots: Value = redis::cmd("CLUSTER")
+            .arg("SLOTS")
+            .query_async(&mut conn)
+            .await?;
+        let (host, port) = master_of(&slots, slot).ok_or_else(|| {
+            redis::RedisError::from((
+                redis::ErrorKind::ClusterDown,
+                "no master owns the queue's slot",
+            ))
+        })?;
+        let mut info = template.clone();
+        info.addr = match info.addr {
+            ConnectionAddr::TcpTls {
+                insecure,
+                tls_params,
+                ..
+            } => ConnectionAddr::TcpTls {
+                host,
+                port,
+                insecure,
+                tls_params,
+            },
+            _ => ConnectionAddr::Tcp(host, port),
+        };
+        match certs {
+            Some(certs) => redis::Client::build_with_tls(info, certs.clone()),
+            None => redis::Client::open(info),
+        }
+    }
+}
+
+/// The master's address for `slot` in a `CLUSTER SLOTS` reply: entries
+/// `[start, end, [host, port, id, ...], replicas...]`.
+fn master_of(slots: &Value, slot: u16) -> Option<(String, u16)> {
+    let Value::Array(ranges) = slots else {
+        return None;
+    };
+    for range in ranges {
+        let Value::Array(parts) = range else { continue };
+        let (Some(Value::Int(start)), Some(Value::Int(end)), Some(Value::Array(node))) =
+            (parts.first(), parts.get(1), parts.get(2))
+        else {
+            continue;
+        };
+        if !(*start..=*end).contains(&i64::from(slot)) {
+            continue;
+        }
+        let host = match node.first()? {
+            Value::BulkString(host) => String::from_utf8_lossy(host).into_owned(),
+            Value::SimpleString(host) => host.clone(),
+            _ => return None,
+        };
+        let Value::Int(port) = node.get(1)? else {
+            return None;
+        };
+        return Some((host, u16::try_from(*port).ok()?));
+    }
+    None
+}
+
+/// Whether `err` says the connection was closed under the call (a broken pipe, a reset):
+/// the connection manager starts a new connection, so the call may be sent again at once.
+pub(crate) fn closed(err: &redis::RedisError) -> bool {
+    err.is_connection_dropped() || err.kind() == redis::ErrorKind::IoError
+}
+
+/// Whether a call that failed with `err` is sent once more, on the new connection its
+/// failure started: if it may run twice (`idempotent`) and the connection was closed
+/// under it, or whatever it is if it was never sent (the connection it waited for was
+/// refused: the attempt before was made while Redis was down; the new one may not be).
+pub(crate) fn send_again(idempotent: bool, err: &redis::RedisError) -> bool {
+    err.is_connection_refusal() || (idempotent && closed(err))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(host: &str, port: i64) -> Value {
+        Value::Array(vec![
+            Value::BulkString(host.as_bytes().to_vec()),
+            Value::Int(port),
+            Value::BulkString(b"id".to_vec()),
+        ])
+    }
+
+    #[test]
+    fn master_of_finds_the_range_holding_the_slot() {
+        let slots = Value::Array(vec![
+            Value::Array(vec![
+                Value::Int(0),
+                Value::Int(5460),
+                node("10.0.0.1", 7000),
+                node("10.0.0.4", 7003),
+            ]),
+            Value::Array(vec![
+                Value::Int(5461),
+                Value::Int(10922),
+                node("10.0.0.2", 7001),
+            ]),
+        ]);
+        assert_eq!(master_of(&slots, 0), Some(("10.0.0.1".into(), 7000)));
+        assert_eq!(master_of(&slots, 5460), Some(("10.0.0.1".into(), 7000)));
+        assert_eq!(master_of(&slots, 5461), Some(("10.0.0.2".into(), 7001)));
+        assert_eq!(master_of(&slots, 16000), None);
+        assert_eq!(master_of(&Value::Nil, 1), None);
+    }
+}

@@ -1,0 +1,223 @@
+//! `/metrics`: the queues in Prometheus text format (version 0.0.4).
+//!
+//! Every figure is read from Redis at scrape time, so any dashboard of a cluster of
+//! processes reports the same numbers: one `stats` pipeline and one wheel read per
+//! queue.
+
+use crate::Queue;
+use std::fmt::Write;
+
+/// A label value with `\`, `"` and newlines escaped, as the format asks.
+fn label(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// Milliseconds as Prometheus's base unit, seconds: `5` → `0.005`, `1000` → `1`.
+fn seconds(ms: u64) -> String {
+    (ms as f64 / 1000.0).to_string()
+}
+
+struct Family {
+    name: &'static str,
+    kind: &'static str,
+    help: &'static str,
+    lines: String,
+}
+
+impl Family {
+    fn new(name: &'static str, kind: &'static str, help: &'static str) -> Family {
+        Family {
+            name,
+            kind,
+            help,
+            lines: String::new(),
+        }
+    }
+
+    fn add(&mut self, labels: &[(&str, &str)], value: impl std::fmt::Display) {
+        self.add_suffixed("", labels, value);
+    }
+
+    /// A line of the family's `name` + `suffix` (a histogram's `_bucket`, `_sum`).
+    fn add_suffixed(
+        &mut self,
+        suffix: &str,
+        labels: &[(&str, &str)],
+        value: impl std::fmt::Display,
+    ) {
+        let labels: Vec<String> = labels
+            .iter()
+            .map(|(k, v)| format!("{k}=\"{}\"", label(v)))
+            .collect();
+        let _ = writeln!(
+            self.lines,
+            "{}{suffix}{{{}}} {value}",
+            self.name,
+            labels.join(",")
+        );
+    }
+
+    fn write(&self, out: &mut String) {
+        if !self.lines.is_empty() {
+            let _ = writeln!(out, "# HELP {} {}", self.name, self.help);
+            let _ = writeln!(out, "# TYPE {} {}", self.name, self.kind);
+            out.push_str(&self.lines);
+        }
+    }
+}
+
+pub(super) async fn render(queues: &[Queue]) -> String {
+    let mut jobs = Family::new("tickless_jobs", "gauge", "Jobs of a queue by state.");
+    let mut wheel = Family::new(
+        "tickless_wheel_jobs",
+        "gauge",
+        "Scheduled jobs by wheel level (staged: due within about a second).",
+    );
+    let mut up = Family::new(
+        "tickless_leader_up",
+        "gauge",
+        "1 if the queue has a leader whose lease is live.",
+    );
+    let mut token = Family::new(
+        "tickless_leader_token",
+        "gauge",
+        "The fencing token of the current or last leadership: grows by one per leader change.",
+    );
+    let mut lag = Family::new(
+        "tickless_leader_promotion_lag_seconds",
+        "gauge",
+        "Promotion lag (due time to the ready list) over the current leader's promotions, \
+         by quantile (kept by the leader's process; the histogram below is cluster-wide).",
+    );
+    let mut totals = Family::new(
+        "tickless_events_total",
+        "counter",
+        "Running totals kept in Redis by the queue's scripts: scheduled, delivered, acked, \
+         retried, died, quarantined (records a script could not read), leaderships \
+         (leader changes), script_errors (script calls of a leader or worker that raised and \
+         changed nothing: garbage in a key, a missing permission).",
+    );
+    let mut hist = Family::new(
+        "tickless_promotion_lag_seconds",
+        "histogram",
+        "Promotion lag (due time to the ready list) of every promotion, kept in Redis by the \
+         leader's script in whole milliseconds.",
+    );
+    let mut recurring = Family::new(
+        "tickless_recurring_schedules",
+        "gauge",
+        "Recurring schedules (every, cron) of a queue.",
+    );
+    let mut errors = Family::new(
+        "tickless_scrape_errors",
+        "gauge",
+        "1 if the queue could not be read for this scrape.",
+    );
+    for queue in queues {
+        let q = queue.name();
+        let stats = match queue.stats().await {
+            Ok(stats) => stats,
+            Err(_) => {
+                errors.add(&[("queue", q)], 1);
+                continue;
+            }
+        };
+        errors.add(&[("queue", q)], 0);
+        for (state, n) in [
+            ("scheduled", stats.scheduled),
+            ("ready", stats.ready),
+            ("in_flight", stats.in_flight),
+            ("dead", stats.dead),
+        ] {
+            jobs.add(&[("queue", q), ("state", state)], n);
+        }
+        up.add(&[("queue", q)], u8::from(stats.leader.is_some()));
+        token.add(&[("queue", q)], stats.token);
+        for (quantile, value) in [
+            ("0.5", stats.promotion_lag_p50),
+            ("0.99", stats.promotion_lag_p99),
+        ] {
+            if let Some(value) = value {
+                lag.add(&[("queue", q), ("quantile", quantile)], value.as_secs_f64());
+            }
+        }
+        if let Ok(c) = queue.counters().await {
+            for (event, n) in [
+                ("scheduled", c.scheduled),
+                ("delivered", c.delivered),
+                ("acked", c.acked),
+                ("retried", c.retried),
+                ("died", c.died),
+                ("quarantined", c.quarantined),
+                ("leaderships", c.leaderships),
+                ("script_errors", c.script_errors),
+            ] {
+                totals.add(&[("queue", q), ("event", event)], n);
+            }
+            let mut cumulative = 0;
+            for (le, n) in &c.lag {
+                cumulative += n;
+                let le = le.map_or("+Inf".to_string(), seconds);
+                hist.add_suffixed("_bucket", &[("queue", q), ("le", &le)], cumulative);
+            }
+            hist.add_suffixed("_sum", &[("queue", q)], seconds(c.lag_sum_ms));
+            hist.add_suffixed("_count", &[("queue", q)], c.promoted);
+        }
+        if let Ok(schedules) = queue.schedules().await {
+            recurring.add(&[("queue", q)], schedules.len());
+        }
+        if let Ok((buckets, _)) = queue.due_buckets().await {
+            let mut levels = [0u64; 8]; // 0..=6, then staged
+            for b in &buckets {
+                levels[b.level.map_or(7, usize::from)] += b.jobs;
+            }
+            for (i, n) in levels.iter().enumerate() {
+                let level = if i == 7 {
+                    "staged".to_string()
+                } else {
+                    i.to_string()
+                };
+                wheel.add(&[("queue", q), ("level", &level)], n);
+            }
+        }
+    }
+    let mut out = String::new();
+    for family in [
+        &jobs, &wheel, &up, &token, &lag, &totals, &hist, &recurring, &errors,
+    ] {
+        family.write(&mut out);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn milliseconds_are_written_as_seconds() {
+        assert_eq!(seconds(1), "0.001");
+        assert_eq!(seconds(5), "0.005");
+        assert_eq!(seconds(50), "0.05");
+        assert_eq!(seconds(1000), "1");
+        assert_eq!(seconds(5000), "5");
+        assert_eq!(seconds(1234), "1.234");
+        assert_eq!(seconds(0), "0");
+    }
+
+    #[test]
+    fn label_values_are_escaped() {
+        assert_eq!(label("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+        let mut f = Family::new("x", "gauge", "help");
+        f.add(&[("queue", "q\"1")], 3);
+        let mut out = String::new();
+        f.write(&mut out);
+        assert_eq!(
+            out,
+            "# HELP x help\n# TYPE x gauge\nx{queue=\"q\\\"1\"} 3\n"
+        );
+    }
+}

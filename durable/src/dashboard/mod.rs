@@ -1,0 +1,188 @@
+//! A web dashboard and Prometheus metrics for durable queues (cargo feature `dashboard`).
+//!
+//! [`Dashboard`] builds an [`axum::Router`]: serve it on its own
+//! (`tickless-durable serve <url> [queues...]` does) or mount it in your own app with
+//! [`Router::nest`](axum::Router::nest). Its pages work offline: plain HTML and inline
+//! SVG drawn by the server, no script, nothing from another site.
+//!
+//! | path | what |
+//! | --- | --- |
+//! | `/` | every queue: jobs scheduled, ready, in flight, dead; its leader |
+//! | `/queue/{name}` | one queue: the wheel by level, the leader and its token, promotion lag and throughput over time, when jobs come due over the next hour, day and week, the ready, in-flight and dead jobs |
+//! | `/queue/{name}/job?id=...` | one job: state, due time, attempts, last error, payload as text or hex |
+//! | `POST /queue/{name}/action` | cancel, run now, retry a dead job, retry all dead |
+//! | `/metrics` | Prometheus text format |
+//!
+//! Actions need an access token ([`Dashboard::action_token`]); without one, or with
+//! [`Dashboard::read_only`], the dashboard shows no buttons and refuses every action. A
+//! browser logs in once with the token (a form on every page sets an `HttpOnly`,
+//! `SameSite=Strict` cookie); a script sends `Authorization: Bearer <token>`.
+//!
+//! ```no_run
+//! use tickless_durable::{dashboard::Dashboard, Queue};
+//!
+//! # #[tokio::main]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let queue = Queue::connect("redis://127.0.0.1/", "reviews").await?;
+//! let app = axum::Router::new()
+//!     .route("/", axum::routing::get(|| async { "my app" }))
+//!     .nest("/jobs", Dashboard::new([queue]).action_token("s3cret").router());
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+//! axum::serve(listener, app).await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Over time: the dashboard samples each queue's [`Stats`](super::Stats) every few
+//! seconds (while a tokio runtime runs it, and on each page view) and keeps the last
+//! hour, for the lag and throughput pictures. Throughput is the leader's promotions per
+//! second (jobs reaching the ready list).
+//!
+//! The page never shows a Redis password: queues show [`Queue::url`], which is
+//! redacted; job ids, errors and payloads are escaped as HTML.
+
+mod history;
+mod html;
+mod job;
+mod metrics;
+mod routes;
+mod svg;
+
+use super::Queue;
+use history::History;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+/// A dashboard over some queues; [`router`](Dashboard::router) makes it an axum
+/// [`Router`](axum::Router). See the [module docs](self).
+#[derive(Clone, Debug)]
+pub struct Dashboard {
+    queues: Vec<Queue>,
+    token: Option<String>,
+    read_only: bool,
+    sample_every: Duration,
+}
+
+impl Dashboard {
+    /// A dashboard over `queues`, read-only until an [`action_token`] is given.
+    ///
+    /// [`action_token`]: Dashboard::action_token
+    pub fn new(queues: impl IntoIterator<Item = Queue>) -> Dashboard {
+        Dashboard {
+            queues: queues.into_iter().collect(),
+            token: None,
+            read_only: false,
+            sample_every: Duration::from_secs(5),
+        }
+    }
+
+    /// The token that allows actions (cancel, run now, retry). Without one, the
+    /// dashboard is read-only. An empty token counts as none.
+    pub fn action_token(mut self, token: impl Into<String>) -> Dashboard {
+        let token = token.into();
+        self.token = (!token.is_empty()).then_some(token);
+        self
+    }
+
+    /// Read-only (`true`): no buttons, every action refused, even with a token.
+    pub fn read_only(mut self, read_only: bool) -> Dashboard {
+        self.read_only = read_only;
+        self
+    }
+
+    /// How often the stats of each queue are sampled for the pictures over time (default
+    /// 5 s; at least 100 ms). The last 720 samples are kept.
+    pub fn sample_every(mut self, every: Duration) -> Dashboard {
+        self.sample_every = every.max(Duration::from_millis(100));
+        self
+    }
+
+    /// The axum router of the dashboard. Called inside a tokio runtime, it also starts a
+    /// task that samples the queues' stats, which ends when the router is dropped.
+    pub fn router(self) -> axum::Router {
+        let state = Arc::new(State {
+            histories: self
+                .queues
+                .iter()
+                .map(|_| Mutex::new(History::default()))
+                .collect(),
+            actions: !self.read_only && self.token.is_some(),
+            dashboard: self,
+        });
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(sample_forever(Arc::downgrade(&state)));
+        }
+        routes::router(state)
+    }
+}
+
+/// What the handlers share.
+#[derive(Debug)]
+struct State {
+    dashboard: Dashboard,
+    /// One per queue, in the order of `dashboard.queues`.
+    histories: Vec<Mutex<History>>,
+    actions: bool,
+}
+
+impl State {
+    fn queue(&self, name: &str) -> Option<(usize, &Queue)> {
+        self.dashboard
+            .queues
+            .iter()
+            .enumerate()
+            .find(|(_, q)| q.name() == name)
+    }
+
+    /// Samples queue `i` if its last sample is older than the sampling period.
+    async fn sample(&self, i: usize) {
+        let due = {
+            let history = self.histories[i].lock().unwrap_or_else(|e| e.into_inner());
+            history.due(self.dashboard.sample_every)
+        };
+        if due {
+            if let Ok(stats) = self.dashboard.queues[i].stats().await {
+                self.histories[i]
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(&stats);
+            }
+        }
+    }
+}
+
+async fn sample_forever(state: Weak<State>) {
+    loop {
+        let every = {
+            let Some(state) = state.upgrade() else { return };
+            for i in 0..state.dashboard.queues.len() {
+                state.sample(i).await;
+            }
+            state.dashboard.sample_every
+        };
+        tokio::time::sleep(every).await;
+    }
+}
+
+/// Compares without an early exit, so that the time taken tells nothing of the token.
+fn same_token(given: &[u8], token: &[u8]) -> bool {
+    let mut diff = given.len() ^ token.len();
+    for (i, &b) in token.iter().enumerate() {
+        diff |= usize::from(b ^ given.get(i).copied().unwrap_or(!b));
+    }
+    diff == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same_token;
+
+    #[test]
+    fn tokens_compare_whole() {
+        assert!(same_token(b"abc", b"abc"));
+        assert!(!same_token(b"abd", b"abc"));
+        assert!(!same_token(b"ab", b"abc"));
+        assert!(!same_token(b"abcd", b"abc"));
+        assert!(!same_token(b"", b"abc"));
+    }
+}

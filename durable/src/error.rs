@@ -1,0 +1,305 @@
+//! The one error type of [`crate`].
+
+use super::redact::{redact, scrub};
+use std::fmt;
+
+/// What went wrong in a call to Redis-backed jobs: an opaque error with `is_*` predicates.
+///
+/// Its `Display` names what failed and where (the URL, the queue's key, the job id), in
+/// lowercase, e.g. `cannot connect to redis at redis://127.0.0.1:1/: connection refused`.
+/// A URL's password never appears: it reads `***` (`redis://app:***@host/`).
+///
+/// # Examples
+///
+/// ```
+/// use tickless_durable::{Error, Queue};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let err: Error = Queue::connect("not a url", "orders").await.unwrap_err();
+/// assert!(err.is_invalid_url());
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct Error {
+    kind: Kind,
+    message: String,
+    /// Redis could not be reached, or is not serving yet (see [`Error::is_away`]).
+    away: bool,
+    /// Redis ran a script of the queue and it raised (see [`Error::is_script_failure`]).
+    script_failed: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    InvalidUrl,
+    Connect,
+    Redis,
+    PayloadTooLarge,
+    InvalidId,
+    InvalidQueueName,
+    InvalidSchedule,
+    Garbage,
+    Permission,
+    Replication,
+}
+
+impl Error {
+    fn new(kind: Kind, message: String) -> Error {
+        Error {
+            kind,
+            message,
+            away: false,
+            script_failed: false,
+        }
+    }
+
+    pub(crate) fn invalid_url(url: &str, why: impl fmt::Display) -> Error {
+        let (shown, why) = (redact(url), scrub(&why.to_string(), url));
+        Error::new(
+            Kind::InvalidUrl,
+            format!("invalid redis url {shown:?}: {why}"),
+        )
+    }
+
+    pub(crate) fn connect(url: &str, why: impl fmt::Display) -> Error {
+        let (shown, why) = (redact(url), scrub(&why.to_string(), url));
+        Error::new(
+            Kind::Connect,
+            format!("cannot connect to redis at {shown}: {why}"),
+        )
+    }
+
+    pub(crate) fn payload_too_large(id: &str, len: usize, max: usize) -> Error {
+        Error::new(
+            Kind::PayloadTooLarge,
+            format!("payload of job {id:?} is {len} bytes, above the limit of {max} bytes"),
+        )
+    }
+
+    pub(crate) fn invalid_id(id: &str, why: &str) -> Error {
+        let shown: String = id.chars().take(64).collect();
+        let cut = if shown.len() < id.len() { "..." } else { "" };
+        Error::new(
+            Kind::InvalidId,
+            format!("invalid job id {shown:?}{cut}: {why}"),
+        )
+    }
+
+    pub(crate) fn invalid_schedule(id: &str, why: impl fmt::Display) -> Error {
+        let shown: String = id.chars().take(64).collect();
+        let cut = if shown.len() < id.len() { "..." } else { "" };
+        Error::new(
+            Kind::InvalidSchedule,
+            format!("invalid recurring schedule {shown:?}{cut}: {why}"),
+        )
+    }
+
+    pub(crate) fn invalid_queue_name(name: &str, why: &str) -> Error {
+        let shown: String = name.chars().take(64).collect();
+        let cut = if shown.len() < name.len() { "..." } else { "" };
+        Error::new(
+            Kind::InvalidQueueName,
+            format!("invalid queue name {shown:?}{cut}: {why}"),
+        )
+    }
+
+    pub(crate) fn garbage(key: &str, what: impl fmt::Display) -> Error {
+        Error::new(Kind::Garbage, format!("garbage in {key}: {what}"))
+    }
+
+    /// The Redis user may not do `what` on the queue whose meta key is `key`.
+    pub(crate) fn permission(key: &str, what: &str, detail: &str) -> Error {
+        Error::new(
+            Kind::Permission,
+            format!(
+                "the redis user may not {what} for {key} ({detail}); a queue's user needs \
+                 keys ~tickless:*, channels &tickless:* and the commands the README's \
+                 ACL section lists"
+            ),
+        )
+    }
+
+    /// Fewer replicas than asked acknowledged a write within the `WAIT` timeout.
+    pub(crate) fn replication(key: &str, what: &str, acked: i64, wanted: u32) -> Error {
+        Error::new(
+            Kind::Replication,
+            format!(
+                "{what} on {key}: {acked} of {wanted} replicas acknowledged the write in time; \
+                 it is on the master and may be lost with it"
+            ),
+        )
+    }
+
+    /// Maps an error of the redis client met while doing `what` on queue key `key`.
+    pub(crate) fn redis(key: &str, what: &str, err: redis::RedisError) -> Error {
+        if err.code() == Some("GARBAGE") {
+            let detail = err.detail().unwrap_or_default();
+            // The script's position in Redis's suffix says nothing to a user.
+            let detail = detail.split(" script: ").next().unwrap_or(detail);
+            let detail = detail.strip_prefix("in ").unwrap_or(detail);
+            return Error::new(Kind::Garbage, format!("garbage in {detail}"));
+        }
+        if err.code() == Some("NOPERM") {
+            return Error::permission(key, what, err.detail().unwrap_or_default());
+        }
+        // A command a script runs that the user may not (Redis answers ERR, not NOPERM).
+        let detail = err.detail().unwrap_or_default();
+        if err.code() == Some("ERR") && detail.starts_with("The user executing the script") {
+            return Error::permission(key, &format!("run script {what}"), detail);
+        }
+        if err.code() == Some("WRONGTYPE") {
+            return Error::new(
+                Kind::Garbage,
+                format!(
+                    "garbage in {key}: a key of the queue holds the wrong type of value ({what})"
+                ),
+            );
+        }
+        let mut error = Error::new(Kind::Redis, format!("redis error on {key} ({what}): {err}"));
+        error.away = away(&err);
+        error
+    }
+
+    /// Whether Redis was away: not reachable (refused, reset, timed out, closed) or not
+    /// serving yet (loading its data, a cluster without a master for the slot). The
+    /// background loops try again after such an error at a steady pace, not a growing
+    /// one, so that they resume as soon as Redis does (see `durable::retry`).
+    pub(crate) fn is_away(&self) -> bool {
+        self.away
+    }
+
+    /// [`redis`](Error::redis) for an error of `script`, with Redis's `user_script:<line>`
+    /// named after the file the line is in (`tick.lua:40`, `lib.lua:12`).
+    pub(crate) fn script(
+        key: &str,
+        script: &super::scripts::Script,
+        err: redis::RedisError,
+    ) -> Error {
+        // An answer with an error code, not a connection that failed: Redis ran it.
+        let answered = err.code().is_some();
+        let mut error = Error::redis(key, script.name, err);
+        error.message = script.relabel(&error.message);
+        error.script_failed = answered && !error.away;
+        error
+    }
+
+    /// Redis ran one of the queue's scripts and it raised (garbage in a key, a command the
+    /// user may not run, a script error), as opposed to Redis being away. Such failures
+    /// are counted in the queue (`Counters::script_errors`) by the leader or worker that
+    /// met them.
+    pub(crate) fn is_script_failure(&self) -> bool {
+        self.script_failed
+    }
+
+    /// The URL could not be parsed, or names a scheme other than `redis://`, `rediss://`
+    /// (TLS) or `redis+unix://`; or a cluster's seeds were none or disagree.
+    pub fn is_invalid_url(&self) -> bool {
+        self.kind == Kind::InvalidUrl
+    }
+
+    /// No connection could be made to the server the URL names (refused, unreachable,
+    /// timed out, or refused our credentials).
+    pub fn is_connect(&self) -> bool {
+        self.kind == Kind::Connect
+    }
+
+    /// A command failed after connecting: the connection dropped (Redis restarting, say)
+    /// or the server answered with an error. Retrying later is the usual answer; the
+    /// background loops of [`Leader`](super::Leader) and [`Worker`](super::Worker) do.
+    pub fn is_redis(&self) -> bool {
+        self.kind == Kind::Redis
+    }
+
+    /// A payload was larger than [`MAX_PAYLOAD_BYTES`](super::MAX_PAYLOAD_BYTES).
+    pub fn is_payload_too_large(&self) -> bool {
+        self.kind == Kind::PayloadTooLarge
+    }
+
+    /// A job id was empty or longer than [`MAX_ID_BYTES`](super::MAX_ID_BYTES).
+    pub fn is_invalid_id(&self) -> bool {
+        self.kind == Kind::InvalidId
+    }
+
+    /// A recurring schedule was refused: a cron expression that does not parse or never
+    /// matches, an unknown time zone, a zero period (see [`Queue::cron`](super::Queue::cron)).
+    pub fn is_invalid_schedule(&self) -> bool {
+        self.kind == Kind::InvalidSchedule
+    }
+
+    /// A queue name was empty, too long, or held `{` or `}` (it becomes the hash tag).
+    pub fn is_invalid_queue_name(&self) -> bool {
+        self.kind == Kind::InvalidQueueName
+    }
+
+    /// The Redis user lacks a permission the queue needs (a key, its channel, a command):
+    /// found by [`Queue::connect`](super::Queue::connect) before anything is stored, or by
+    /// the first call that needs it. The message names what was refused.
+    pub fn is_permission(&self) -> bool {
+        self.kind == Kind::Permission
+    }
+
+    /// Something in the queue's keys is not what this crate writes there: another program
+    /// wrote to them, or another version of this crate. The message names the key and
+    /// what was found; nothing was changed by the failing call.
+    pub fn is_garbage(&self) -> bool {
+        self.kind == Kind::Garbage
+    }
+
+    /// With [`ConnectOptions::wait_for_replicas`](super::ConnectOptions::wait_for_replicas):
+    /// the write was made on the master, but fewer replicas than asked had it when the
+    /// timeout ended. The job is stored; it may be lost if the master dies now.
+    pub fn is_replication(&self) -> bool {
+        self.kind == Kind::Replication
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// See [`Error::is_away`].
+pub(crate) fn away(err: &redis::RedisError) -> bool {
+    use redis::ErrorKind;
+    err.is_connection_refusal()
+        || err.is_connection_dropped()
+        || err.is_io_error()
+        || err.is_timeout()
+        || matches!(
+            err.kind(),
+            ErrorKind::BusyLoadingError
+                | ErrorKind::ClusterDown
+                | ErrorKind::MasterDown
+                | ErrorKind::TryAgain
+        )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use redis::{ErrorKind, RedisError};
+
+    #[test]
+    fn only_an_answer_from_a_script_that_ran_is_a_script_failure() {
+        let script = &crate::scripts::scripts().tick;
+        let raised = RedisError::from((
+            ErrorKind::ResponseError,
+            "An error was signalled by the server",
+            "user_script:3: boom".to_string(),
+        ));
+        assert_eq!(raised.code(), Some("ERR"));
+        let err = Error::script("meta", script, raised);
+        assert!(err.is_script_failure() && !err.is_away(), "{err}");
+        for (kind, text) in [
+            (ErrorKind::IoError, "broken pipe"),
+            (ErrorKind::BusyLoadingError, "loading"),
+        ] {
+            let away = Error::script("meta", script, RedisError::from((kind, text)));
+            assert!(away.is_away() && !away.is_script_failure(), "{away}");
+        }
+    }
+}

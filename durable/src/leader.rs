@@ -1,0 +1,554 @@
+//! [`Leader`]: the one process that moves a queue's cursor, elected with a fenced lease.
+//!
+//! Any number of processes run a `Leader` for a queue; one holds the lease and the others
+//! are candidates. The leader waits (with a tickless timer, so no polling) for the head
+//! of the queue's `due` sorted set, runs `tick.lua` when it comes, and renews its lease
+//! at half its length. Scripts that add an earlier wake publish it on the queue's
+//! channel, to which every leader and candidate subscribes.
+//!
+//! The lease is as long as the quiet time ahead allows: `busy_lease` (300 ms) when work is
+//! near, up to `idle_lease` (60 s) when the next due work is further away than that, and
+//! never ending later than that work. A candidate sleeps until the lease it last saw
+//! ends, then tries to take it; a script that adds earlier work shortens a long lease
+//! to `max(wake, now + busy_lease)` and publishes the new end. So a leader killed with work
+//! near is replaced within `busy_lease` plus a few milliseconds, and an idle queue costs
+//! one renewal per 30 s and one look per candidate per 30 s.
+
+use super::contract::MAX_BATCH;
+use super::error::Error;
+use super::leader_handle::{stats, LeaderHandle, LeaderStats, Shared};
+use super::queue::Queue;
+use super::retry::Retry;
+use super::scripts::scripts;
+use futures_core::Stream;
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::task::Context;
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+/// Settings of a [`Leader`].
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct LeaderOptions {
+    /// The lease while work is near: a killed leader is replaced within this (300 ms).
+    /// While work is near, the leader renews it every half of it (one small script
+    /// call), and a candidate looks at it about as often; jobs due while a killed
+    /// leader's lease runs out wait up to this long.
+    pub busy_lease: Duration,
+    /// The longest lease, taken when the next due work is further away (60 s). Both
+    /// leases are kept within 10 ms and one day, the idle one no shorter than the busy.
+    pub idle_lease: Duration,
+    /// Jobs touched per `tick.lua` call (1,000), which bounds how long one call holds
+    /// Redis. Kept within 1 and 10,000.
+    pub batch: usize,
+    /// This process's name in the lease; `None` makes one from the pid and a random
+    /// number.
+    pub name: Option<String>,
+}
+
+impl Default for LeaderOptions {
+    fn default() -> LeaderOptions {
+        LeaderOptions {
+            busy_lease: Duration::from_millis(super::contract::DEFAULT_BUSY_LEASE_MS),
+            idle_lease: Duration::from_secs(60),
+            batch: 1000,
+            name: None,
+        }
+    }
+}
+
+/// A candidate for a queue's leadership, and the mover when elected.
+///
+/// [`spawn`](Leader::spawn) runs it as a task; [`step`](Leader::step) does one round by
+/// hand (tests with a manual clock).
+///
+/// # Examples
+///
+/// ```no_run
+/// use tickless_durable::{LeaderOptions, Queue};
+///
+/// # #[tokio::main]
+/// # async fn main() -> Result<(), tickless_durable::Error> {
+/// let queue = Queue::connect("redis://127.0.0.1/", "reviews").await?;
+/// let leader = queue.leader(LeaderOptions::default()).spawn();
+/// // ... workers run elsewhere ...
+/// leader.stop().await; // steps down at once, so a candidate takes over without waiting
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct Leader {
+    queue: Queue,
+    options: LeaderOptions,
+    name: String,
+    shared: Arc<Shared>,
+    role: Role,
+    last_map: Option<ClockMap>,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Role {
+    Candidate {
+        retry_at: Instant,
+    },
+    Leading {
+        token: u64,
+        /// The lease's end, on the queue's clock (ms).
+        expires: u64,
+        renew_at: Instant,
+        next_wake: Instant,
+        /// The head of `due` after the last tick, on the queue's clock (None: empty).
+        next_ms: Option<u64>,
+    },
+}
+
+/// Maps the queue's clock (ms) to this process's `Instant`s, from the last script answer.
+#[derive(Debug, Clone, Copy)]
+struct ClockMap {
+    local: Instant,
+    queue_ms: u64,
+}
+
+impl ClockMap {
+    fn at(&self, ms: u64) -> Instant {
+        match ms.checked_sub(self.queue_ms) {
+            Some(ahead) => self.local + Duration::from_millis(ahead.min(1 << 40)),
+            None => self.local,
+        }
+    }
+}
+
+/// Far enough to mean "never" for a sleep.
+const FAR: Duration = Duration::from_secs(86_400 * 365);
+
+impl Queue {
+    /// A leadership candidate for this queue (see [`Leader`]).
+    pub fn leader(&self, mut options: LeaderOptions) -> Leader {
+        let name = options.name.clone().unwrap_or_else(default_name);
+        // A lease between 10 ms and a day: timers and the scripts' arithmetic stay sane.
+        let (shortest, longest) = (Duration::from_millis(10), Duration::from_secs(86_400));
+        options.busy_lease = options.busy_lease.clamp(shortest, longest);
+        options.idle_lease = options.idle_lease.clamp(options.busy_lease, longest);
+        // At least one job per tick, and no more than a script call takes.
+        options.batch = options.batch.clamp(1, MAX_BATCH);
+        Leader {
+            queue: self.clone(),
+            options,
+            name,
+            shared: Arc::default(),
+            role: Role::Candidate {
+                retry_at: Instant::now(),
+            },
+            last_map: None,
+        }
+    }
+}
+
+fn default_name() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    format!("pid{}-{:08x}", std::process::id(), hasher.finish() as u32)
+}
+
+impl Leader {
+    /// What this leader has done so far.
+    pub fn stats(&self) -> LeaderStats {
+        stats(&self.shared)
+    }
+
+    /// Runs the candidate on the current tokio runtime until stopped; after any error
+    /// (Redis away, a permission missing, garbage in a key of the queue) backs off
+    /// and tries again, keeping its lease if it is still live; it never stops on an error.
+    /// While Redis is away (down, restarting, loading) it tries every 100 ms, so it
+    /// resumes within about that of Redis answering; after other errors it waits 100 ms
+    /// doubling to 2 s. [`LeaderStats::errors`] counts them, and
+    /// [`LeaderHandle::last_error`] says the last.
+    pub fn spawn(self) -> LeaderHandle {
+        let shared = self.shared.clone();
+        let (stop, stopped) = watch::channel(false);
+        let task = tokio::spawn(self.run(stopped));
+        LeaderHandle {
+            shared,
+            stop,
+            task: Some(task),
+        }
+    }
+
+    async fn run(mut self, mut stopped: watch::Receiver<bool>) -> Result<(), Error> {
+        let mut retry = Retry::new();
+        loop {
+            match self.session(&mut stopped, &mut retry).await {
+                Ok(()) => return Ok(()),
+                // Whatever failed (Redis away, a permission, garbage in a key, which a
+                // script meets before it writes anything), the leader goes on: an
+                // operator can repair a key or grant a permission without a restart.
+                Err(err) => {
+                    self.shared.failed(&err);
+                    self.queue.report("leader", &err).await;
+                    tokio::select! {
+                        _ = tickless::sleep(retry.after(&err)) => {}
+                        _ = stopped.changed() => {}
+                    }
+                    if *stopped.borrow() {
+                        self.release().await;
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
+
+    /// One subscription to the queue's channel: campaign or lead until it drops.
+    async fn session(
+        &mut self,
+        stopped: &mut watch::Receiver<bool>,
+        retry: &mut Retry,
+    ) -> Result<(), Error> {
+        let channel = self.queue.channel();
+        let mut pubsub = tokio::select! {
+            pubsub = self.queue.subscriber() => {
+                pubsub.map_err(|err| Error::redis(&channel, "SUBSCRIBE", err))?
+            }
+            _ = stopped.changed() => {
+                self.release().await;
+                return Ok(());
+            }
+        };
+        pubsub
+            .subscribe(&channel)
+            .await
+            .map_err(|err| Error::redis(&channel, "SUBSCRIBE", err))?;
+        let mut messages = pubsub.into_on_message();
+        // Whatever was published while unsubscribed is read from the keys now.
+        self.wake_now();
+        loop {
+            self.due_step().await?;
+            retry.reset();
+            let deadline = match self.role {
+                Role::Candidate { retry_at } => retry_at,
+                Role::Leading {
+                    renew_at,
+                    next_wake,
+                    ..
+                } => renew_at.min(next_wake),
+            };
+            tokio::select! {
+                _ = tickless::sleep_until(deadline) => {}
+                message = next_message(&mut messages) => match message {
+                    Some(payload) => self.heard(&payload),
+                    None => return Err(Error::redis(&channel, "the subscription", redis::RedisError::from((redis::ErrorKind::IoError, "connection closed")))),
+                },
+                _ = stopped.changed() => {
+                    self.release().await;
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    fn wake_now(&mut self) {
+        let now = Instant::now();
+        match &mut self.role {
+            Role::Candidate { retry_at } => *retry_at = now,
+            Role::Leading { next_wake, .. } => *next_wake = now,
+        }
+    }
+
+    /// A message on the channel: `<wake ms> <lease end ms>` ("-" for no wake).
+    fn heard(&mut self, payload: &str) {
+        let mut parts = payload.split(' ');
+        let wake: Option<u64> = parts.next().and_then(|w| w.parse().ok());
+        let lease_end: Option<u64> = parts.next().and_then(|e| e.parse().ok());
+        let now = Instant::now();
+        match &mut self.role {
+            Role::Candidate { retry_at } => {
+                // Any news may mean the lease ended or was shortened: look again.
+                if lease_end.is_some() {
+                    *retry_at = now.min(*retry_at);
+                }
+            }
+            Role::Leading {
+                expires,
+                renew_at,
+                next_wake,
+                ..
+            } => {
+                if wake.is_some() {
+                    // The clock map is refreshed by the tick this causes.
+                    *next_wake = now;
+                }
+                if let Some(end) = lease_end {
+                    if end < *expires {
+                        *renew_at = now;
+                    }
+                }
+            }
+        }
+    }
+
+    /// One round by hand, for tests on a manual clock: takes the lease if it is free,
+    /// renews it if due, and ticks (moves everything due on the queue's clock) whatever
+    /// this process's timers say.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::is_redis`] when Redis cannot be reached, [`Error::is_garbage`] when the
+    /// queue's keys hold something else.
+    pub async fn step(&mut self) -> Result<(), Error> {
+        self.wake_now();
+        self.due_step().await?;
+        if !self.is_leading() {
+            // The lease ended on the queue's clock (a manual clock jumps): take it again.
+            self.wake_now();
+            self.due_step().await?;
+        }
+        Ok(())
+    }
+
+    /// Does whatever this process's timers say is due: take the lease, renew it, tick.
+    async fn due_step(&mut self) -> Result<(), Error> {
+        let now = Instant::now();
+        if let Role::Candidate { retry_at } = self.role {
+            if now < retry_at {
+                return Ok(());
+            }
+            self.acquire().await?;
+        }
+        // Tick first: the lease renewed after it is sized by the head the tick saw.
+        if let Role::Leading { next_wake, .. } = self.role {
+            if Instant::now() >= next_wake {
+                self.tick().await?;
+            }
+        }
+        if let Role::Leading { renew_at, .. } = self.role {
+            if Instant::now() >= renew_at {
+                self.renew().await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether this candidate holds the lease (as of its last call to Redis).
+    pub fn is_leading(&self) -> bool {
+        matches!(self.role, Role::Leading { .. })
+    }
+
+    async fn acquire(&mut self) -> Result<(), Error> {
+        // The busy lease is both the first lease and what schedulers shorten it to.
+        let ttl = self.options.busy_lease.as_millis().to_string();
+        let reply = self
+            .queue
+            .call(
+                &scripts().acquire,
+                &[self.name.as_bytes(), ttl.as_bytes(), ttl.as_bytes()],
+            )
+            .await?;
+        let local = Instant::now();
+        let now = reply.int(2)?.max(0) as u64;
+        let expires = reply.int(3)?.max(0) as u64;
+        let map = ClockMap {
+            local,
+            queue_ms: now,
+        };
+        self.last_map = Some(map);
+        if reply.int(0)? == 1 {
+            let token = reply.int(1)?.max(0) as u64;
+            self.shared.token.store(token, Ordering::Relaxed);
+            self.shared.leading.store(true, Ordering::Relaxed);
+            self.shared.leaderships.fetch_add(1, Ordering::Relaxed);
+            super::trace::event!(info, queue = self.queue.name(), token, "acquired");
+            self.repair_in_background(token);
+            self.role = Role::Leading {
+                token,
+                expires,
+                renew_at: local + self.options.busy_lease / 2,
+                next_wake: local,
+                next_ms: Some(now),
+            };
+        } else {
+            // A millisecond after its end, so that Redis agrees it has ended.
+            self.role = Role::Candidate {
+                retry_at: map.at(expires + 1),
+            };
+        }
+        Ok(())
+    }
+
+    /// A new leadership repairs the queue (see `repair.rs`), beside its moves and fenced
+    /// by its token; an error is counted as the leader's own.
+    fn repair_in_background(&self, token: u64) {
+        let (queue, shared) = (self.queue.clone(), Arc::clone(&self.shared));
+        tokio::spawn(async move {
+            if let Err(err) = super::repair::run(&queue, Some(token)).await {
+                shared.failed(&err);
+            }
+        });
+    }
+
+    fn lose(&mut self) {
+        super::trace::event!(info, queue = self.queue.name(), "lost");
+        self.shared.leading.store(false, Ordering::Relaxed);
+        self.role = Role::Candidate {
+            retry_at: Instant::now(),
+        };
+    }
+
+    /// The lease to ask for: as long as the quiet time ahead, within the two bounds.
+    fn lease_for(&self, now_ms: u64, next_ms: Option<u64>) -> Duration {
+        let quiet = next_ms.map_or(self.options.idle_lease, |next| {
+            Duration::from_millis(next.saturating_sub(now_ms))
+        });
+        quiet.clamp(
+            self.options.busy_lease,
+            self.options.idle_lease.max(self.options.busy_lease),
+        )
+    }
+
+    async fn renew(&mut self) -> Result<(), Error> {
+        let Role::Leading { token, next_ms, .. } = self.role else {
+            return Ok(());
+        };
+        let stats = self.stats();
+        let (now_ms, _) = self.queue_now_estimate();
+        let ttl = self.lease_for(now_ms, next_ms);
+        let args = [
+            token.to_string(),
+            ttl.as_millis().to_string(),
+            stats.lag_p50_ms.unwrap_or(0).to_string(),
+            stats.lag_p99_ms.unwrap_or(0).to_string(),
+            stats.promoted.to_string(),
+        ];
+        let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        let reply = self.queue.call(&scripts().renew, &args).await?;
+        let local = Instant::now();
+        if reply.int(0)? != 1 {
+            self.lose();
+            return Ok(());
+        }
+        let now = reply.int(1)?.max(0) as u64;
+        let new_expires = reply.int(2)?.max(0) as u64;
+        self.last_map = Some(ClockMap {
+            local,
+            queue_ms: now,
+        });
+        if let Role::Leading {
+            expires, renew_at, ..
+        } = &mut self.role
+        {
+            *expires = new_expires;
+            *renew_at = local + ttl / 2;
+        }
+        Ok(())
+    }
+
+    fn queue_now_estimate(&self) -> (u64, Instant) {
+        let local = Instant::now();
+        match self.last_map {
+            Some(map) => (
+                map.queue_ms + local.saturating_duration_since(map.local).as_millis() as u64,
+                local,
+            ),
+            None => (0, local),
+        }
+    }
+
+    async fn tick(&mut self) -> Result<(), Error> {
+        loop {
+            let Role::Leading { token, .. } = self.role else {
+                return Ok(());
+            };
+            let token_arg = token.to_string();
+            let batch = self.options.batch.to_string();
+            let reply = self
+                .queue
+                .call(&scripts().tick, &[token_arg.as_bytes(), batch.as_bytes()])
+                .await?;
+            let local = Instant::now();
+            if reply.len() == 1 {
+                self.lose();
+                return Ok(());
+            }
+            let now = reply.int(0)?.max(0) as u64;
+            let next = reply.int(1)?;
+            let flags = reply.int(2)?;
+            let more = flags & 1 == 1;
+            let promoted = reply.len().saturating_sub(3);
+            if promoted > 0 {
+                let mut lags = self.shared.lags.lock().unwrap_or_else(|e| e.into_inner());
+                for i in 3..reply.len() {
+                    lags.record(reply.int(i)?);
+                }
+                self.shared
+                    .promoted
+                    .fetch_add(promoted as u64, Ordering::Relaxed);
+                super::trace::event!(debug, queue = self.queue.name(), promoted, "promote");
+            }
+            let map = ClockMap {
+                local,
+                queue_ms: now,
+            };
+            self.last_map = Some(map);
+            let next_ms = u64::try_from(next).ok();
+            if let Role::Leading {
+                next_wake,
+                next_ms: head,
+                expires,
+                renew_at,
+                ..
+            } = &mut self.role
+            {
+                *head = next_ms;
+                *next_wake = match next_ms {
+                    Some(ms) => map.at(ms),
+                    None => local + FAR,
+                };
+                // Work nearer than the lease's end: shorten the lease now, so that a
+                // dead leader is replaced before the work is due.
+                let latest = next_ms.map_or(u64::MAX, |ms| {
+                    ms.max(now + self.options.busy_lease.as_millis() as u64)
+                });
+                if *expires > latest.saturating_add(50) {
+                    *renew_at = local;
+                }
+            }
+            // Cron schedules running low on known occurrences get more (fenced); some
+            // may be due at once, so the leader ticks again when any gained.
+            let refilled = flags & 2 == 2 && super::recur::refill(&self.queue, token, now).await?;
+            if !more && !refilled {
+                return Ok(());
+            }
+            // A long drain (a backlog after an outage) keeps the lease it needs: a
+            // short busy lease could end between two calls.
+            if let Role::Leading { renew_at, .. } = self.role {
+                if Instant::now() >= renew_at {
+                    self.renew().await?;
+                }
+            }
+        }
+    }
+
+    async fn release(&mut self) {
+        if let Role::Leading { token, .. } = self.role {
+            let token = token.to_string();
+            let _ = self
+                .queue
+                .call(&scripts().release, &[token.as_bytes()])
+                .await;
+            self.lose();
+        }
+    }
+}
+
+async fn next_message(messages: &mut (impl Stream<Item = redis::Msg> + Unpin)) -> Option<String> {
+    let message =
+        std::future::poll_fn(|cx: &mut Context<'_>| Pin::new(&mut *messages).poll_next(cx)).await?;
+    Some(message.get_payload::<String>().unwrap_or_default())
+}

@@ -1,0 +1,620 @@
+//! [`Queue`]: a handle to one queue's keys, for scheduling, cancelling and looking.
+
+use super::connection::{send_again, Conn, ConnectOptions, Nodes};
+use super::contract::{self, unix_ms_ceil, Key, MAX_DUE_MS};
+use super::error::Error;
+use super::reply::Reply;
+use super::scripts::{scripts, Script};
+use redis::Value;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+/// The largest payload a job may carry: 1 MiB. Larger ones are refused with an error for
+/// which [`Error::is_payload_too_large`] is true; keep large data elsewhere and put its
+/// key in the payload.
+pub const MAX_PAYLOAD_BYTES: usize = 1 << 20;
+
+/// The longest job id, in bytes: 512.
+pub const MAX_ID_BYTES: usize = 512;
+
+/// The longest queue name, in bytes: 128.
+pub const MAX_QUEUE_NAME_BYTES: usize = 128;
+
+/// Jobs per script call when scheduling in a batch; calls are pipelined in groups.
+const SCHEDULE_CHUNK: usize = 128;
+const PIPELINE_CALLS: usize = 32;
+
+/// When a job is due: at a time, or after a delay from now on the queue's clock.
+///
+/// `From<SystemTime>` and `From<Duration>` make either one an argument of
+/// [`Queue::schedule`] as it is. A job is never due earlier than asked: a time is rounded
+/// up to the millisecond; a delay is counted from Redis `TIME` to the microsecond, then
+/// rounded up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum When {
+    /// Due at this time, judged by the queue's clock (Redis `TIME`).
+    At(SystemTime),
+    /// Due this long after Redis receives the call.
+    After(Duration),
+}
+
+impl From<SystemTime> for When {
+    fn from(at: SystemTime) -> When {
+        When::At(at)
+    }
+}
+
+impl From<Duration> for When {
+    fn from(after: Duration) -> When {
+        When::After(after)
+    }
+}
+
+impl When {
+    /// The script argument: `a<ms>`, or `r<us>` counted by the script from Redis `TIME`'s
+    /// microseconds; rounded up, saturated.
+    pub(crate) fn arg(self) -> String {
+        match self {
+            When::At(at) => format!("a{}", unix_ms_ceil(at)),
+            When::After(after) => {
+                let us = u64::try_from(after.as_nanos().div_ceil(1_000)).unwrap_or(u64::MAX);
+                format!("r{}", us.min(MAX_DUE_MS * 1_000))
+            }
+        }
+    }
+}
+
+/// What a recurring schedule does about occurrences that came due while no leader ran
+/// (Redis down, every leader stopped): named after tokio's
+/// [`MissedTickBehavior`](tickless::MissedTickBehavior), whose meanings it follows.
+///
+/// An occurrence is *missed* when the leader reaches it only after the next occurrence
+/// is due as well (it is late by a whole period or more). One that is merely late (a
+/// leader taking over, a busy Redis) runs under every policy, late.
+///
+/// Worked example: `every(60 s)` with occurrences at 10:00, 10:01, ...; no leader from
+/// 09:59:30 to 11:00:30. At 11:00:30 the leader finds 10:00 ... 11:00 due (61
+/// occurrences, 60 of them missed):
+///
+/// | policy | jobs made at 11:00:30 | next occurrence |
+/// | --- | --- | --- |
+/// | `Burst` | 61: `id@10:00`, ..., `id@11:00` | 11:01 |
+/// | `Delay` | 1: `id@11:00` | 11:01:30 (a period from now: the grid moves) |
+/// | `Skip` | 1: `id@11:00` | 11:01 (the grid stays) |
+///
+/// For a cron schedule `Delay` and `Skip` do the same (one job, for the latest due
+/// occurrence; then the expression's next time after now): a cron grid cannot move.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum CatchUp {
+    /// Every missed occurrence runs: one job each, all due at once.
+    Burst,
+    /// The missed occurrences run once, as one job (for the latest); an `every` schedule
+    /// then counts its next occurrence a period from now.
+    Delay,
+    /// The missed occurrences do not run; the latest due one does, and the schedule
+    /// keeps its grid. The default.
+    #[default]
+    Skip,
+}
+
+impl CatchUp {
+    pub(crate) fn code(self) -> char {
+        match self {
+            CatchUp::Burst => 'b',
+            CatchUp::Delay => 'd',
+            CatchUp::Skip => 's',
+        }
+    }
+
+    pub(crate) fn from_code(code: &str) -> Option<CatchUp> {
+        match code {
+            "b" => Some(CatchUp::Burst),
+            "d" => Some(CatchUp::Delay),
+            "s" => Some(CatchUp::Skip),
+            _ => None,
+        }
+    }
+}
+
+/// A handle to one durable queue: schedule, cancel and reschedule jobs by id, and look at
+/// the queue. Cheap to clone; clones share one multiplexed connection, which reconnects
+/// when a call finds it broken.
+///
+/// All keys of a queue start with `tickless:{<name>}:`: the braces make the name a hash
+/// tag, so on Redis Cluster the whole queue lives in one slot and different queues spread
+/// over the cluster.
+///
+/// # Examples
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use tickless_durable::Queue;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), tickless_durable::Error> {
+/// let queue = Queue::connect("redis://127.0.0.1/", "reviews").await?;
+/// let added = queue.schedule("order:42", b"5 stars", Duration::from_secs(48 * 3600)).await?;
+/// assert!(added);
+/// // The same id again is the same job: nothing is added.
+/// assert!(!queue.schedule("order:42", b"5 stars", Duration::from_secs(1)).await?);
+/// assert!(queue.cancel("order:42").await?);
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct Queue {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    conn: Conn,
+    nodes: Nodes,
+    /// Redacted (see [`redact`](super::redact::redact)): the client keeps the credentials.
+    url: String,
+    name: String,
+    prefix: String,
+    /// Every key's full name, by [`Key::index`].
+    keys: Vec<String>,
+    max_attempts: u32,
+    /// `WAIT` for this many replicas, at most this long, after writes that must survive a
+    /// master's death (see [`ConnectOptions::wait_for_replicas`]).
+    replicas: Option<(u32, Duration)>,
+    catch_up: CatchUp,
+}
+
+impl std::fmt::Debug for Queue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Queue")
+            .field("url", &self.inner.url)
+            .field("name", &self.inner.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Queue {
+    /// Connects to the Redis server at `url` and opens the queue `name`.
+    ///
+    /// The first connection is tried once, with a 5 s timeout, so that a wrong address
+    /// fails fast. After that, a call that finds the connection broken starts a new one:
+    /// a call made while Redis is down fails at once with [`Error::is_redis`] (calling
+    /// again later is the answer; leaders and workers do, every 100 ms). The queue's
+    /// keys are checked for the types this crate writes.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::is_invalid_url`] for a URL that does not parse,
+    /// [`Error::is_invalid_queue_name`] for an empty or too long name or one with braces,
+    /// [`Error::is_connect`] when the server cannot be reached, and
+    /// [`Error::is_garbage`] when a key of the queue holds something else, and
+    /// [`Error::is_permission`] when the Redis user may not read the queue's keys or
+    /// publish on its channel (checked here, so that no job is stored that no leader
+    /// would hear of).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use tickless_durable::Queue;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let err = Queue::connect("redis://127.0.0.1:1/", "orders").await.unwrap_err();
+    /// assert!(err.is_connect());
+    /// assert!(err.to_string().contains("127.0.0.1:1"));
+    /// # }
+    /// ```
+    pub async fn connect(url: &str, name: &str) -> Result<Queue, Error> {
+        Queue::connect_with(&ConnectOptions::new(url), name).await
+    }
+
+    /// [`connect`](Queue::connect) with [`ConnectOptions`]: a cluster, a CA for TLS, `WAIT`
+    /// for replicas.
+    ///
+    /// # Errors
+    ///
+    /// As [`connect`](Queue::connect).
+    pub async fn connect_with(options: &ConnectOptions, name: &str) -> Result<Queue, Error> {
+        check_queue_name(name)?;
+        let (conn, nodes) = options.open().await?;
+        let prefix = contract::prefix(name);
+        let queue = Queue {
+            inner: Arc::new(Inner {
+                nodes,
+                conn,
+                url: options.shown_url(),
+                name: name.to_string(),
+                keys: Key::ALL
+                    .iter()
+                    .map(|key| format!("{prefix}{}", key.suffix()))
+                    .collect(),
+                prefix,
+                max_attempts: 5,
+                replicas: options.replicas(),
+                catch_up: CatchUp::default(),
+            }),
+        };
+        queue.check_keys().await?;
+        Ok(queue)
+    }
+
+    /// The same queue with another number of attempts for jobs it schedules from now on
+    /// (default 5): after that many deliveries without success a job goes to the dead
+    /// set. At least 1.
+    pub fn with_max_attempts(&self, attempts: u32) -> Queue {
+        self.with(attempts.max(1), self.inner.catch_up)
+    }
+
+    /// The same queue with another policy for occurrences of recurring schedules it sets
+    /// from now on ([`every`](Queue::every), [`cron`](Queue::cron)) that came due while
+    /// no leader ran: see [`CatchUp`] (default [`CatchUp::Skip`]).
+    pub fn with_catch_up(&self, catch_up: CatchUp) -> Queue {
+        self.with(self.inner.max_attempts, catch_up)
+    }
+
+    fn with(&self, max_attempts: u32, catch_up: CatchUp) -> Queue {
+        let inner = &self.inner;
+        Queue {
+            inner: Arc::new(Inner {
+                conn: inner.conn.clone(),
+                nodes: inner.nodes.clone(),
+                url: inner.url.clone(),
+                name: inner.name.clone(),
+                prefix: inner.prefix.clone(),
+                keys: inner.keys.clone(),
+                max_attempts,
+                replicas: inner.replicas,
+                catch_up,
+            }),
+        }
+    }
+
+    pub(crate) fn max_attempts(&self) -> u32 {
+        self.inner.max_attempts
+    }
+
+    pub(crate) fn catch_up(&self) -> CatchUp {
+        self.inner.catch_up
+    }
+
+    /// The queue's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The URL this queue was opened with, its password shown as `***`
+    /// (`redis://app:***@host:6379/`): fit for logs and screens.
+    pub fn url(&self) -> &str {
+        &self.inner.url
+    }
+
+    /// The full name of one of the queue's keys.
+    pub(crate) fn key(&self, key: Key) -> &str {
+        &self.inner.keys[key.index()]
+    }
+
+    /// The full name of a bucket's key, from [`contract::bucket_key`].
+    pub(crate) fn bucket(&self, level: u8, start_ms: u64) -> String {
+        format!(
+            "{}{}",
+            self.inner.prefix,
+            contract::bucket_key(level, start_ms)
+        )
+    }
+
+    /// The queue's wake channel.
+    pub(crate) fn channel(&self) -> String {
+        format!("{}{}", self.inner.prefix, contract::CHANNEL)
+    }
+
+    /// A client for the server holding the queue's keys, for a connection of its own (a
+    /// subscription, a blocking `BLMOVE`): on a cluster, the master that owns the queue's
+    /// slot now.
+    pub(crate) async fn node_client(&self) -> redis::RedisResult<redis::Client> {
+        self.inner.nodes.owner_of(self.meta_key()).await
+    }
+
+    /// A subscription of its own to the server holding the queue's keys (on a cluster,
+    /// the slot's master, waited for through a failover).
+    pub(crate) async fn subscriber(&self) -> redis::RedisResult<redis::aio::PubSub> {
+        self.inner.nodes.subscriber(self.meta_key()).await
+    }
+
+    pub(crate) fn conn(&self) -> Conn {
+        self.inner.conn.clone()
+    }
+
+    /// The meta key's name.
+    pub(crate) fn meta_key(&self) -> &str {
+        self.key(Key::Meta)
+    }
+
+    /// Runs one script with the keys it declares and `args`.
+    pub(crate) async fn call(&self, script: &Script, args: &[&[u8]]) -> Result<Reply, Error> {
+        self.call_retrying(script, args, script.idempotent).await
+    }
+
+    /// [`call`](Self::call), sent once more on a new connection if `retry` and the
+    /// connection turns out closed (Redis's `timeout`, `CLIENT KILL` or a proxy closed it
+    /// while the queue was idle: the connection manager notices only then). Only for
+    /// calls that leave the queue the same when run twice: the first may have run.
+    pub(crate) async fn call_retrying(
+        &self,
+        script: &Script,
+        args: &[&[u8]],
+        retry: bool,
+    ) -> Result<Reply, Error> {
+        let mut invocation = script.script.prepare_invoke();
+        for key in script.keys {
+            invocation.key(self.key(*key));
+        }
+        for arg in args {
+            invocation.arg(*arg);
+        }
+        let mut result: redis::RedisResult<Value> = invocation.invoke_async(&mut self.conn()).await;
+        if matches!(&result, Err(err) if send_again(retry, err)) {
+            result = invocation.invoke_async(&mut self.conn()).await;
+        }
+        let value = result.map_err(|err| Error::script(self.meta_key(), script, err))?;
+        Reply::new(value, self.meta_key(), script.name)
+    }
+
+    /// Adds one `EVALSHA` of `script` with its keys and `args` to `pipe`.
+    pub(crate) fn add_call(&self, pipe: &mut redis::Pipeline, script: &Script, args: &[Vec<u8>]) {
+        let cmd = pipe
+            .cmd("EVALSHA")
+            .arg(script.script.get_hash())
+            .arg(script.keys.len());
+        for key in script.keys {
+            cmd.arg(self.key(*key));
+        }
+        for arg in args {
+            cmd.arg(arg.as_slice());
+        }
+    }
+
+    /// Runs `calls` (argument lists of `script`) in one pipeline; loads the script and
+    /// tries again once if Redis does not know it, and sends it once more on a new
+    /// connection when an idempotent script's finds its connection closed.
+    pub(crate) async fn call_many(
+        &self,
+        script: &Script,
+        calls: &[Vec<Vec<u8>>],
+    ) -> Result<Vec<Reply>, Error> {
+        let mut pipe = redis::pipe();
+        for args in calls {
+            self.add_call(&mut pipe, script, args);
+        }
+        let mut conn = self.conn();
+        let mut result: redis::RedisResult<Vec<Value>> = pipe.query_async(&mut conn).await;
+        if matches!(&result, Err(err) if send_again(script.idempotent, err)) {
+            conn = self.conn();
+            result = pipe.query_async(&mut conn).await;
+        }
+        if matches!(&result, Err(err) if err.kind() == redis::ErrorKind::NoScriptError) {
+            script
+                .script
+                .prepare_invoke()
+                .load_async(&mut conn)
+                .await
+                .map_err(|err| Error::script(self.meta_key(), script, err))?;
+            result = pipe.query_async(&mut conn).await;
+        }
+        let values = result.map_err(|err| Error::script(self.meta_key(), script, err))?;
+        values
+            .into_iter()
+            .map(|value| Reply::new(value, self.meta_key(), script.name))
+            .collect()
+    }
+
+    /// `WAIT` for this many replicas, at most this long, after schedules and acks
+    /// ([`ConnectOptions::wait_for_replicas`]).
+    pub(crate) fn replicas(&self) -> Option<(u32, Duration)> {
+        self.inner.replicas
+    }
+
+    /// Schedules job `id` with `payload`, due at or after `when`; returns `true` if it was
+    /// added, `false` if a job with this id already exists (scheduled, ready, in flight
+    /// or dead): scheduling is idempotent on the id, and the existing job is left as it
+    /// is. Once a job completes (or is cancelled) its id is free again.
+    ///
+    /// A job due now or in the past is ready at once. The call is one atomic script of
+    /// O(1) Redis work; see [`schedule_batch`](Queue::schedule_batch) for throughput.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::is_invalid_id`], [`Error::is_payload_too_large`], [`Error::is_redis`] when
+    /// the call did not reach Redis or its answer was lost (calling again is safe: the id
+    /// makes it idempotent), [`Error::is_garbage`] when the id's record is not ours.
+    pub async fn schedule(
+        &self,
+        id: &str,
+        payload: impl AsRef<[u8]>,
+        when: impl Into<When>,
+    ) -> Result<bool, Error> {
+        let payload = payload.as_ref();
+        check_job(id, payload)?;
+        let when = when.into().arg();
+        let attempts = self.inner.max_attempts.to_string();
+        let args: [&[u8]; 5] = [
+            b"1",
+            id.as_bytes(),
+            when.as_bytes(),
+            attempts.as_bytes(),
+            payload,
+        ];
+        let reply = if self.waits_for_replicas() {
+            let call = args.iter().map(|arg| arg.to_vec()).collect();
+            let mut replies = self
+                .call_replicated(&scripts().schedule, &[call], true, true)
+                .await?;
+            replies.remove(0)
+        } else {
+            self.call(&scripts().schedule, &args).await?
+        };
+        let added = reply.int(1)? == 1;
+        super::trace::event!(debug, queue = self.name(), id, added, "schedule");
+        Ok(added)
+    }
+
+    /// Schedules many jobs: 128 per script call, calls pipelined 32 at a time. Returns,
+    /// in order, whether each was added (see [`schedule`](Queue::schedule)); an id given
+    /// twice is added once.
+    ///
+    /// # Errors
+    ///
+    /// As [`schedule`](Queue::schedule); every job is checked before any is sent. On an
+    /// error from Redis, a prefix of the jobs may have been added: calling again with the
+    /// same jobs is safe.
+    pub async fn schedule_batch<'a, P>(
+        &self,
+        jobs: impl IntoIterator<Item = (&'a str, P, When)>,
+    ) -> Result<Vec<bool>, Error>
+    where
+        P: AsRef<[u8]>,
+    {
+        let attempts = self.inner.max_attempts.to_string().into_bytes();
+        let mut calls: Vec<Vec<Vec<u8>>> = Vec::new();
+        for (id, payload, when) in jobs {
+            let payload = payload.as_ref();
+            check_job(id, payload)?;
+            let job = [
+                id.as_bytes().to_vec(),
+                when.arg().into_bytes(),
+                attempts.clone(),
+                payload.to_vec(),
+            ];
+            match calls.last_mut() {
+                Some(args) if args.len() < 1 + 4 * SCHEDULE_CHUNK => args.extend(job),
+                _ => calls.push([vec![Vec::new()], job.to_vec()].concat()),
+            }
+        }
+        // Each call starts with its number of jobs.
+        for args in &mut calls {
+            args[0] = ((args.len() - 1) / 4).to_string().into_bytes();
+        }
+        let mut added = Vec::new();
+        for group in calls.chunks(PIPELINE_CALLS) {
+            let replies = if self.waits_for_replicas() {
+                self.call_replicated(&scripts().schedule, group, true, true)
+                    .await?
+            } else {
+                self.call_many(&scripts().schedule, group).await?
+            };
+            for reply in replies {
+                for i in 1..reply.len() {
+                    added.push(reply.int(i)? == 1);
+                }
+            }
+        }
+        Ok(added)
+    }
+
+    /// Cancels job `id` wherever it is (scheduled, ready, in flight or dead); returns
+    /// `true` if there was such a job. O(1) Redis work: a job already in the ready list
+    /// is not searched for there, but marked so that the worker that pops it drops it.
+    ///
+    /// Cancelling a job in flight does not stop its handler; that delivery's ack then
+    /// finds nothing to complete. One exception: acks match a delivery by id and attempt,
+    /// so if the id is scheduled again and delivered before the old handler acks, the old
+    /// ack completes the new delivery (both are attempt 1). To run a job again after
+    /// cancelling it in flight, give it a new id.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::is_invalid_id`], [`Error::is_redis`], [`Error::is_garbage`].
+    pub async fn cancel(&self, id: &str) -> Result<bool, Error> {
+        check_id(id)?;
+        let reply = self.call(&scripts().cancel, &[id.as_bytes()]).await?;
+        Ok(reply.int(0)? == 1)
+    }
+
+    /// Cancels many jobs: 128 per script call, calls pipelined 32 at a time. Returns, in
+    /// order, whether each existed (an id given twice is cancelled once).
+    ///
+    /// # Errors
+    ///
+    /// As [`cancel`](Queue::cancel); every id is checked before any is sent.
+    pub async fn cancel_batch<'a>(
+        &self,
+        ids: impl IntoIterator<Item = &'a str>,
+    ) -> Result<Vec<bool>, Error> {
+        let mut calls: Vec<Vec<Vec<u8>>> = Vec::new();
+        for id in ids {
+            check_id(id)?;
+            match calls.last_mut() {
+                Some(call) if call.len() < SCHEDULE_CHUNK => call.push(id.as_bytes().to_vec()),
+                _ => calls.push(vec![id.as_bytes().to_vec()]),
+            }
+        }
+        let mut removed = Vec::new();
+        for group in calls.chunks(PIPELINE_CALLS) {
+            for reply in self.call_many(&scripts().cancel, group).await? {
+                for i in 0..reply.len() {
+                    removed.push(reply.int(i)? == 1);
+                }
+            }
+        }
+        Ok(removed)
+    }
+
+    /// Moves waiting job `id` to a new due time, keeping its payload and attempts;
+    /// returns `true` if it was waiting (scheduled or ready, not yet delivered) and
+    /// `false` if the id names no job, a job whose handler has it (in flight) or a dead
+    /// job (see [`retry_dead`](Queue::retry_dead)). O(1) Redis work.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::is_invalid_id`], [`Error::is_redis`], [`Error::is_garbage`].
+    pub async fn reschedule(&self, id: &str, when: impl Into<When>) -> Result<bool, Error> {
+        check_id(id)?;
+        let when = when.into().arg();
+        let reply = self
+            .call(&scripts().reschedule, &[id.as_bytes(), when.as_bytes()])
+            .await?;
+        Ok(reply.int(1)? == 1)
+    }
+}
+
+fn check_queue_name(name: &str) -> Result<(), Error> {
+    if name.is_empty() {
+        return Err(Error::invalid_queue_name(name, "empty"));
+    }
+    if name.len() > MAX_QUEUE_NAME_BYTES {
+        return Err(Error::invalid_queue_name(
+            name,
+            "longer than MAX_QUEUE_NAME_BYTES (128)",
+        ));
+    }
+    if name.contains(['{', '}']) {
+        return Err(Error::invalid_queue_name(
+            name,
+            "holds a brace; the name becomes the keys' hash tag",
+        ));
+    }
+    Ok(())
+}
+
+pub(crate) fn check_id(id: &str) -> Result<(), Error> {
+    if id.is_empty() {
+        return Err(Error::invalid_id(id, "empty"));
+    }
+    if id.len() > MAX_ID_BYTES {
+        return Err(Error::invalid_id(
+            id,
+            "longer than MAX_ID_BYTES (512 bytes)",
+        ));
+    }
+    Ok(())
+}
+
+fn check_job(id: &str, payload: &[u8]) -> Result<(), Error> {
+    check_id(id)?;
+    if payload.len() > MAX_PAYLOAD_BYTES {
+        return Err(Error::payload_too_large(
+            id,
+            payload.len(),
+            MAX_PAYLOAD_BYTES,
+        ));
+    }
+    Ok(())
+}

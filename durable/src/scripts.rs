@@ -1,0 +1,258 @@
+//! The Lua scripts, one file each under `scripts/`, and how each is put together.
+//!
+//! Every change that touches more than one key is one of these scripts, so Redis applies
+//! it atomically. They are sent with `EVALSHA`, and loaded again when Redis answers
+//! `NOSCRIPT` (after a restart, say).
+//!
+//! # The text Redis runs
+//!
+//! ```text
+//! line 1        <header> local <lib's functions> local function main() <script line 1>
+//! lines 2..=N   <script lines 2..=N>
+//! line N+1      end
+//! lines N+2..   <lib.lua>
+//! last          return main()
+//! ```
+//!
+//! The header ([`lua_header`]: keys from `KEYS`, the contract's constants) and the
+//! forward declaration of lib.lua's functions share line 1 with the script's first line,
+//! so a script's lines keep their numbers in Redis's errors (`user_script:40` is line 40
+//! of the `.lua` file), and a line inside lib.lua is told apart by its number and named
+//! `lib.lua:<line>` in our [`Error`](super::Error) (see [`Script::locate`]). The script's
+//! body is the function `main`, whose upvalues are the names it uses from lib.lua and the
+//! header (Lua 5.1 allows 60; tick.lua, the largest, uses about 35), so lib.lua can come
+//! after it: its `function name(...)` lines assign the locals declared on line 1.
+
+use super::contract::{lua_header, script_keys, Key};
+use std::sync::OnceLock;
+
+/// One script of the queue, put together as the module docs say.
+pub(crate) struct Script {
+    pub(crate) name: &'static str,
+    pub(crate) script: redis::Script,
+    /// The keys it declares, in `KEYS` order.
+    pub(crate) keys: &'static [Key],
+    /// Whether running it twice leaves the queue as running it once (schedule by id,
+    /// cancel, an ack or a failure by delivery, ...): then a call whose connection was
+    /// found closed is sent once more on a new one (see `Queue::call`).
+    pub(crate) idempotent: bool,
+    /// The script file's line count: Redis's lines up to it are the script's, the ones
+    /// after the `end` line are lib.lua's.
+    lines: usize,
+}
+
+impl Script {
+    fn build(
+        name: &'static str,
+        text: &str,
+        keys: &'static [Key],
+        idempotent: bool,
+        lib: &Lib,
+    ) -> Script {
+        let header = lua_header(keys);
+        // A file without a final newline would put `end` on its last line.
+        let text = if text.ends_with('\n') {
+            text.to_string()
+        } else {
+            format!("{text}\n")
+        };
+        let lines = text.lines().count();
+        let source = format!(
+            "{header}{} local function main() {text}end\n{}\nreturn main()\n",
+            lib.declare, lib.text
+        );
+        Script {
+            name,
+            script: redis::Script::new(&source),
+            keys,
+            idempotent,
+            lines,
+        }
+    }
+
+    /// Where line `line` of the text Redis runs comes from: `<name>.lua:<line>` or
+    /// `lib.lua:<line>`.
+    pub(crate) fn locate(&self, line: usize) -> String {
+        if line <= self.lines {
+            format!("{}.lua:{line}", self.name)
+        } else if line == self.lines + 1 {
+            format!("{}.lua:end", self.name)
+        } else {
+            format!("lib.lua:{}", line - self.lines - 1)
+        }
+    }
+
+    /// `message` (an error from Redis about this script) with each `user_script:<n>`
+    /// replaced by [`locate`](Self::locate)'s name for it.
+    pub(crate) fn relabel(&self, message: &str) -> String {
+        const TAG: &str = "user_script:";
+        let mut out = String::with_capacity(message.len());
+        let mut rest = message;
+        while let Some(at) = rest.find(TAG) {
+            let digits = rest[at + TAG.len()..]
+                .bytes()
+                .take_while(u8::is_ascii_digit)
+                .count();
+            let number = &rest[at + TAG.len()..at + TAG.len() + digits];
+            let before = rest[..at].strip_suffix('@').unwrap_or(&rest[..at]);
+            out.push_str(before);
+            match number.parse() {
+                Ok(line) => out.push_str(&self.locate(line)),
+                Err(_) => out.push_str(TAG),
+            }
+            rest = &rest[at + TAG.len() + digits..];
+        }
+        out.push_str(rest);
+        out
+    }
+}
+
+/// lib.lua, and the forward declaration of its functions.
+struct Lib {
+    text: &'static str,
+    declare: String,
+}
+
+impl Lib {
+    fn new() -> Lib {
+        let text = include_str!("scripts/lib.lua");
+        let names: Vec<&str> = text
+            .lines()
+            .filter_map(|line| line.strip_prefix("function "))
+            .filter_map(|rest| rest.split('(').next())
+            .collect();
+        Lib {
+            text,
+            declare: format!("local {}", names.join(", ")),
+        }
+    }
+}
+
+macro_rules! scripts {
+    ($($field:ident: $idempotent:expr, $keys:expr;)*) => {
+        /// All the scripts, compiled once per process.
+        pub(crate) struct Scripts {
+            $(pub(crate) $field: Script,)*
+        }
+
+        fn build() -> Scripts {
+            let lib = Lib::new();
+            Scripts {
+                $($field: Script::build(
+                    stringify!($field),
+                    include_str!(concat!("scripts/", stringify!($field), ".lua")),
+                    $keys,
+                    $idempotent,
+                    &lib,
+                ),)*
+            }
+        }
+    };
+}
+
+// Not idempotent: a claim hands out jobs (a second one, others), and a second acquire
+// would find its own lease and take it for another holder's.
+scripts!(
+    schedule: true, script_keys::SCHEDULE;
+    cancel: true, script_keys::CANCEL;
+    reschedule: true, script_keys::RESCHEDULE;
+    tick: true, script_keys::ALL;
+    claim: false, script_keys::CLAIM;
+    fail: true, script_keys::FAIL;
+    extend: true, script_keys::EXTEND;
+    acquire: false, script_keys::LEASE;
+    renew: true, script_keys::LEASE;
+    release: true, script_keys::LEASE;
+    retry_dead: true, script_keys::RETRY_DEAD;
+    // Setting the same record twice leaves it as once; a fill is compare-and-set on the
+    // times it was computed from; removing twice removes once.
+    recur_set: true, script_keys::RECUR;
+    recur_fill: true, script_keys::RECUR;
+    recur_del: true, script_keys::RECUR;
+    // A page of the repair pass judges the state it finds: run twice, the second finds
+    // nothing to fix.
+    repair: true, script_keys::ALL;
+);
+
+/// The scripts, built on first use.
+pub(crate) fn scripts() -> &'static Scripts {
+    static SCRIPTS: OnceLock<Scripts> = OnceLock::new();
+    SCRIPTS.get_or_init(build)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The 1-based line of `file` that holds `needle`.
+    fn line_of(file: &str, needle: &str) -> usize {
+        1 + file.lines().position(|l| l.contains(needle)).unwrap()
+    }
+
+    /// Runs `script` on a real Redis with `args`, for the error our `Error` shows.
+    async fn error_of(script: &Script, args: &[&str]) -> String {
+        let server = tickless_test_support::RedisServer::start();
+        let mut conn = redis::Client::open(server.url())
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        let mut call = script.script.prepare_invoke();
+        for key in script.keys {
+            call.key(format!("tickless:{{lines}}:{}", key.suffix()));
+        }
+        for arg in args {
+            call.arg(*arg);
+        }
+        let err = call
+            .invoke_async::<redis::Value>(&mut conn)
+            .await
+            .unwrap_err();
+        crate::Error::script("meta", script, err).to_string()
+    }
+
+    #[tokio::test]
+    async fn redis_reports_a_scripts_own_line_and_lib_lua_by_its_name() {
+        let schedule = &scripts().schedule;
+        // Two jobs announced, one sent: schedule.lua raises it itself.
+        let err = error_of(schedule, &["2", "a", "a1", "1", ""]).await;
+        let own = include_str!("scripts/schedule.lua");
+        let line = line_of(own, "'ERR bad arguments: '");
+        assert!(err.contains(&format!("schedule.lua:{line}")), "{err}");
+        // Not a number: lib.lua's arg_int raises it.
+        let err = error_of(schedule, &["x"]).await;
+        let lib = include_str!("scripts/lib.lua");
+        let line = line_of(lib, "'ERR bad argument ' .. i");
+        assert!(err.contains(&format!("lib.lua:{line}")), "{err}");
+        assert!(!err.contains("user_script"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_claim_or_tick_of_more_than_the_most_a_call_takes_is_refused() {
+        let over = (crate::contract::MAX_BATCH + 1).to_string();
+        let err = error_of(&scripts().claim, &["1000", &over, "0"]).await;
+        assert!(err.contains("bad argument 2 (max)"), "{err}");
+        // The limit is checked before the token (this queue has no leader).
+        let err = error_of(&scripts().tick, &["token", &over]).await;
+        assert!(err.contains("bad argument 2 (limit)"), "{err}");
+    }
+
+    #[test]
+    fn lines_are_named_after_the_file_that_holds_them() {
+        let s = &scripts().schedule;
+        assert_eq!(s.locate(1), "schedule.lua:1");
+        assert_eq!(s.locate(s.lines), format!("schedule.lua:{}", s.lines));
+        assert_eq!(s.locate(s.lines + 2), "lib.lua:1");
+        assert_eq!(
+            s.relabel("ERR user_script:3: boom script: 43f0, on @user_script:3."),
+            "ERR schedule.lua:3: boom script: 43f0, on schedule.lua:3."
+        );
+    }
+
+    #[test]
+    fn every_lib_function_is_declared_on_line_one() {
+        let lib = Lib::new();
+        assert!(lib.declare.contains(" flush,") || lib.declare.ends_with(" flush"));
+        assert!(!lib.text.contains("local function "));
+    }
+}

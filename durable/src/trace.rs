@@ -1,0 +1,42 @@
+//! `tracing` events and spans of the durable queue (cargo feature `tracing`); without the
+//! feature the macro expands to nothing, so no call site costs anything.
+//!
+//! Target `tickless_durable`. Events: `schedule` (debug), `promote` (debug, per tick that
+//! moved jobs), `deliver`, `ack` (debug), `retry` and `dead` (warn), leader `acquired` and
+//! `lost` (info). Each handler run by [`Worker::run`](super::Worker::run) is in a span
+//! `job` with the queue, id and attempt, so the handler's own events carry them.
+
+/// `event!(level, fields..., "message")`: a `tracing` event under the feature, else
+/// nothing (the arguments are not evaluated).
+macro_rules! event {
+    ($level:ident, $($rest:tt)*) => {
+        #[cfg(feature = "tracing")]
+        {
+            tracing::$level!(target: "tickless_durable", $($rest)*);
+        }
+    };
+}
+pub(crate) use event;
+
+/// The handler's future inside a `job` span (under the feature).
+#[cfg(feature = "tracing")]
+pub(crate) fn in_job_span<F: std::future::Future>(
+    queue: &str,
+    job: &super::Job,
+    work: F,
+) -> tracing::instrument::Instrumented<F> {
+    use tracing::Instrument;
+    work.instrument(tracing::info_span!(
+        target: "tickless_durable",
+        "job",
+        queue,
+        id = job.id(),
+        attempt = job.attempt()
+    ))
+}
+
+/// The handler's future as it is (without the feature).
+#[cfg(not(feature = "tracing"))]
+pub(crate) fn in_job_span<F: std::future::Future>(_: &str, _: &super::Job, work: F) -> F {
+    work
+}

@@ -1,0 +1,556 @@
+//! [`Worker`]: takes ready jobs under a lease, and completes or fails them.
+//!
+//! Delivery is at least once. A claim moves each job from the ready list to the `flight`
+//! sorted set, scored by its lease end on the queue's clock, and counts the attempt. An
+//! ack removes the job only if this delivery still holds it. When a lease ends first
+//! (the worker died, or stalled past it), the leader wakes at that very lease end (the
+//! lease marker in `due`) and puts the job back in the ready list, or in the dead set
+//! after its last attempt: redelivery comes at lease end plus the leader's reaction,
+//! not at the next sweep of a poller.
+//!
+//! A worker waits for work with `BLMOVE ready ready LEFT LEFT 0` on a connection of its
+//! own: it blocks until the list is not empty, moves nothing, and claims nothing, so a
+//! worker that dies while waiting loses nothing, and an idle worker costs no commands.
+
+use super::contract::{system_time, Key, MAX_BATCH};
+use super::error::away;
+use super::error::Error;
+use super::queue::Queue;
+use super::reply::Reply;
+use super::retry::Retry;
+use super::scripts::scripts;
+use std::collections::HashMap;
+use std::fmt::Display;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+/// How long to wait before a failed job's next attempt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Backoff {
+    base: Duration,
+    max: Duration,
+    exponential: bool,
+}
+
+impl Backoff {
+    /// The same delay before every retry.
+    pub fn fixed(delay: Duration) -> Backoff {
+        Backoff {
+            base: delay,
+            max: delay,
+            exponential: false,
+        }
+    }
+
+    /// `base` before the second attempt, doubling each time, never more than `max`.
+    pub fn exponential(base: Duration, max: Duration) -> Backoff {
+        Backoff {
+            base,
+            max,
+            exponential: true,
+        }
+    }
+
+    /// The delay after failed attempt `attempt` (1 for the first delivery).
+    pub fn delay(&self, attempt: u32) -> Duration {
+        if !self.exponential {
+            return self.base;
+        }
+        let doublings = attempt.saturating_sub(1).min(62);
+        self.base
+            .checked_mul(1u32 << doublings.min(31))
+            .unwrap_or(self.max)
+            .min(self.max)
+    }
+}
+
+/// Settings of a [`Worker`].
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct WorkerOptions {
+    /// How long a delivery holds its job before it is delivered again (30 s).
+    /// [`Worker::run`] extends the leases of running handlers every third of this, so
+    /// only a worker that died (or stalled that long) loses its jobs. Kept within 10 ms
+    /// and one day.
+    pub lease: Duration,
+    /// Handlers [`Worker::run`] runs at once (32). Kept within 1 and 10,000 (the most
+    /// jobs one claim takes).
+    pub concurrency: usize,
+    /// Delay before each retry of a failed job (1 s doubling up to 1 h).
+    pub backoff: Backoff,
+}
+
+impl Default for WorkerOptions {
+    fn default() -> WorkerOptions {
+        WorkerOptions {
+            lease: Duration::from_secs(30),
+            concurrency: 32,
+            backoff: Backoff::exponential(Duration::from_secs(1), Duration::from_secs(3600)),
+        }
+    }
+}
+
+/// One delivery of a job.
+#[derive(Clone, Debug)]
+pub struct Job {
+    id: String,
+    payload: Vec<u8>,
+    attempt: u32,
+    due_ms: u64,
+    claimed_ms: u64,
+    received: Instant,
+}
+
+impl Job {
+    /// The job's id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The job's payload.
+    pub fn payload(&self) -> &[u8] {
+        &self.payload
+    }
+
+    /// Which delivery this is: 1 for the first, more after failures or lease ends.
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
+
+    /// When the job was due, on the queue's clock.
+    pub fn due(&self) -> SystemTime {
+        system_time(self.due_ms)
+    }
+
+    /// When this delivery was claimed, on the queue's clock (never before [`due`]).
+    ///
+    /// [`due`]: Job::due
+    pub fn claimed_at(&self) -> SystemTime {
+        system_time(self.claimed_ms)
+    }
+
+    /// How late the job is now: from its due time to the claim on the queue's clock, plus
+    /// the time since the claim's answer arrived here. Called at the start of a handler,
+    /// it is the due-to-handler lag.
+    pub fn lag(&self) -> Duration {
+        Duration::from_millis(self.claimed_ms.saturating_sub(self.due_ms)) + self.received.elapsed()
+    }
+}
+
+/// What became of a failed delivery (see [`Worker::fail`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Failed {
+    /// It will be delivered again after the backoff.
+    Retried,
+    /// It was the last attempt: the job is in the dead set.
+    Dead,
+    /// This delivery no longer held the job (its lease ended, or it was cancelled).
+    LeaseLost,
+}
+
+/// Takes a queue's ready jobs: [`run`](Worker::run) a handler on each, or claim and
+/// acknowledge by hand.
+///
+/// # Examples
+///
+/// ```no_run
+/// use tickless_durable::{Queue, WorkerOptions};
+///
+/// # #[tokio::main]
+/// # async fn main() -> Result<(), tickless_durable::Error> {
+/// let queue = Queue::connect("redis://127.0.0.1/", "reviews").await?;
+/// queue
+///     .worker(WorkerOptions::default())
+///     .run(|job| async move {
+///         println!("order {} gets its review", job.id());
+///         Ok::<(), std::io::Error>(())
+///     })
+///     .await
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct Worker {
+    queue: Queue,
+    options: WorkerOptions,
+    waiter: Option<redis::aio::MultiplexedConnection>,
+}
+
+type Wait = Pin<Box<dyn Future<Output = redis::RedisResult<()>> + Send>>;
+
+/// How long a finished job's ack may wait for a claim to ride on.
+const ACK_DELAY: Duration = Duration::from_millis(5);
+
+impl Queue {
+    /// A worker for this queue (see [`Worker`]).
+    pub fn worker(&self, mut options: WorkerOptions) -> Worker {
+        // A lease between 10 ms and a day: timers and the scripts' arithmetic stay sane.
+        options.lease = options
+            .lease
+            .clamp(Duration::from_millis(10), Duration::from_secs(86_400));
+        options.concurrency = options.concurrency.clamp(1, MAX_BATCH);
+        Worker {
+            queue: self.clone(),
+            options,
+            waiter: None,
+        }
+    }
+}
+
+impl Worker {
+    /// Takes up to `max` ready jobs, waiting (blocked in Redis, not polling) until there
+    /// is at least one. A `max` above 10,000 takes at most 10,000 (one script call's
+    /// most).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::is_redis`] when Redis cannot be reached, [`Error::is_garbage`].
+    pub async fn claim(&mut self, max: usize) -> Result<Vec<Job>, Error> {
+        loop {
+            let jobs = self.try_claim(max).await?;
+            if !jobs.is_empty() || max == 0 {
+                return Ok(jobs);
+            }
+            self.wait().await?.await.map_err(|err| {
+                self.waiter = None;
+                Error::redis(self.queue.key(Key::Ready), "BLMOVE", err)
+            })?;
+        }
+    }
+
+    /// Takes up to `max` ready jobs without waiting; at most 10,000, as
+    /// [`claim`](Worker::claim).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::is_redis`], [`Error::is_garbage`].
+    pub async fn try_claim(&self, max: usize) -> Result<Vec<Job>, Error> {
+        Ok(self.claim_and_ack(&[], max).await?.1)
+    }
+
+    /// Completes `job`; returns `false` if this delivery no longer held it (its lease
+    /// ended and it was, or will be, delivered again; or it was cancelled).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::is_redis`] (the ack may or may not have been applied: a job not acked
+    /// is delivered again, which at-least-once allows), [`Error::is_garbage`].
+    pub async fn ack(&self, job: &Job) -> Result<bool, Error> {
+        let acks = [(job.id.clone(), job.attempt)];
+        Ok(self.claim_and_ack(&acks, 0).await?.0 == 1)
+    }
+
+    /// Reports that `job`'s handler failed with `error`: it is retried after the backoff,
+    /// or goes to the dead set if this was its last attempt.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::is_redis`], [`Error::is_garbage`].
+    pub async fn fail(&self, job: &Job, error: &str) -> Result<Failed, Error> {
+        let attempt = job.attempt.to_string();
+        let backoff = self
+            .options
+            .backoff
+            .delay(job.attempt)
+            .as_millis()
+            .to_string();
+        let error: String = error.chars().take(1024).collect();
+        let reply = self
+            .queue
+            .call(
+                &scripts().fail,
+                &[
+                    job.id.as_bytes(),
+                    attempt.as_bytes(),
+                    backoff.as_bytes(),
+                    error.as_bytes(),
+                ],
+            )
+            .await?;
+        let failed = match reply.int(1)? {
+            1 => Failed::Retried,
+            2 => Failed::Dead,
+            _ => Failed::LeaseLost,
+        };
+        super::trace::event!(
+            warn,
+            queue = self.queue.name(),
+            id = job.id(),
+            attempt = job.attempt(),
+            outcome = ?failed,
+            error = error.as_str(),
+            "failed"
+        );
+        Ok(failed)
+    }
+
+    /// Extends the leases of deliveries still in flight to a full lease from now;
+    /// returns how many were.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::is_redis`], [`Error::is_garbage`].
+    pub async fn extend<'a>(&self, ids: impl IntoIterator<Item = &'a str>) -> Result<usize, Error> {
+        let lease = self.options.lease.as_millis().to_string();
+        let mut args: Vec<&[u8]> = vec![lease.as_bytes()];
+        for id in ids {
+            args.push(id.as_bytes());
+        }
+        let reply = self.queue.call(&scripts().extend, &args).await?;
+        Ok(reply.int(1)?.max(0) as usize)
+    }
+
+    async fn claim_and_ack(
+        &self,
+        acks: &[(String, u32)],
+        max: usize,
+    ) -> Result<(usize, Vec<Job>), Error> {
+        let lease = self.options.lease.as_millis().max(1).to_string();
+        // No more than the script takes (claim.lua refuses more, before any write).
+        let max = max.min(MAX_BATCH);
+        let max_arg = max.to_string();
+        let count = acks.len().to_string();
+        let attempts: Vec<String> = acks.iter().map(|(_, a)| a.to_string()).collect();
+        let mut args: Vec<&[u8]> = vec![lease.as_bytes(), max_arg.as_bytes(), count.as_bytes()];
+        for ((id, _), attempt) in acks.iter().zip(&attempts) {
+            args.push(id.as_bytes());
+            args.push(attempt.as_bytes());
+        }
+        // Acks alone are by delivery, so idempotent; a claim is not.
+        let mut reply = if acks.is_empty() || !self.queue.waits_for_replicas() {
+            self.queue
+                .call_retrying(&scripts().claim, &args, max == 0)
+                .await?
+        } else {
+            // The acks should outlive the master: `WAIT` after them. Too few replicas is
+            // no error here: the jobs are done on the master, and if it dies before a
+            // replica has the acks, they are delivered again (at least once).
+            let call = args.iter().map(|arg| arg.to_vec()).collect();
+            let mut replies = self
+                .queue
+                .call_replicated(&scripts().claim, &[call], max == 0, false)
+                .await?;
+            replies.remove(0)
+        };
+        let received = Instant::now();
+        let now = reply.int(0)?.max(0) as u64;
+        let acked = reply.int(1)?.max(0) as usize;
+        let mut jobs = Vec::with_capacity(reply.len().saturating_sub(2) / 4);
+        let mut i = 2;
+        while i + 3 < reply.len() {
+            jobs.push(job(&mut reply, i, now, received)?);
+            i += 4;
+        }
+        super::trace::event!(
+            debug,
+            queue = self.queue.name(),
+            acked,
+            delivered = jobs.len(),
+            "ack and deliver"
+        );
+        Ok((acked, jobs))
+    }
+
+    /// A future that ends when the ready list is not empty.
+    async fn wait(&mut self) -> Result<Wait, Error> {
+        let ready = self.queue.key(Key::Ready).to_string();
+        let mut conn = match self.waiter.clone() {
+            Some(conn) => conn,
+            None => {
+                let config = redis::AsyncConnectionConfig::new()
+                    .set_connection_timeout(Duration::from_secs(5));
+                let conn = self
+                    .queue
+                    .node_client()
+                    .await
+                    .map_err(|err| Error::redis(&ready, "find the queue's node", err))?
+                    .get_multiplexed_async_connection_with_config(&config)
+                    .await
+                    .map_err(|err| Error::redis(&ready, "connect for BLMOVE", err))?;
+                self.waiter = Some(conn.clone());
+                conn
+            }
+        };
+        Ok(Box::pin(async move {
+            redis::cmd("BLMOVE")
+                .arg(&ready)
+                .arg(&ready)
+                .arg("LEFT")
+                .arg("LEFT")
+                .arg(0)
+                .query_async::<Option<Vec<u8>>>(&mut conn)
+                .await
+                .map(drop)
+        }))
+    }
+
+    /// Runs `handler` on every job, up to `concurrency` at once, until an error that
+    /// retrying cannot cure ([`Error::is_garbage`]). A handler's `Ok` acks the job; an `Err` or a
+    /// panic fails it (retry after backoff, or dead after the last attempt). Acks ride on
+    /// the next claim, waiting at most 5 ms for one. Leases of
+    /// running handlers are extended every third of the lease. When Redis goes away
+    /// (down, restarting, loading), the worker tries again every 100 ms, so it resumes
+    /// within about that of Redis answering; after other errors it waits 100 ms doubling
+    /// to 2 s. Deliveries whose ack was lost are delivered again.
+    ///
+    /// To stop a worker, drop this future (or abort its task): handlers already running
+    /// finish on their own, and jobs whose ack had not reached Redis are delivered again
+    /// when their lease ends.
+    ///
+    /// At least once means a handler can run more than once for a job: when a worker dies
+    /// after the handler's effect but before the ack, or stalls past its lease. Make
+    /// handlers idempotent (the job id is a natural key) or check for the effect first.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::is_garbage`] when the queue's keys hold something else.
+    pub async fn run<H, F, E>(mut self, handler: H) -> Result<(), Error>
+    where
+        H: Fn(Job) -> F + Send + Sync + 'static,
+        F: Future<Output = Result<(), E>> + Send + 'static,
+        E: Display + Send + 'static,
+    {
+        let handler = Arc::new(handler);
+        let (done_tx, mut done_rx) = mpsc::unbounded_channel::<(Job, Result<(), String>)>();
+        let mut running: HashMap<String, u32> = HashMap::new();
+        let mut acks: Vec<(String, u32)> = Vec::new();
+        let mut maybe_ready = true;
+        let mut wait: Option<Wait> = None;
+        let mut extend_at = Instant::now() + self.options.lease / 3;
+        let mut retry = Retry::new();
+        let concurrency = self.options.concurrency;
+        // Acks wait up to ACK_DELAY for the next claim to ride on, which saves a script
+        // call per wave of jobs; a worker with nothing else to do flushes them then.
+        let mut ack_due: Option<Instant> = None;
+        loop {
+            let capacity = concurrency.saturating_sub(running.len());
+            let acks_due = ack_due.is_some_and(|due| Instant::now() >= due);
+            if acks_due || (maybe_ready && capacity > 0) {
+                let asked = if maybe_ready { capacity } else { 0 };
+                match self.claim_and_ack(&acks, asked).await {
+                    Ok((_, jobs)) => {
+                        retry.reset();
+                        acks.clear();
+                        ack_due = None;
+                        if jobs.len() < asked {
+                            maybe_ready = false;
+                        }
+                        if running.is_empty() && !jobs.is_empty() {
+                            extend_at = Instant::now() + self.options.lease / 3;
+                        }
+                        for job in jobs {
+                            running.insert(job.id.clone(), job.attempt);
+                            spawn_handler(self.queue.name(), &handler, job, done_tx.clone());
+                        }
+                    }
+                    Err(err) => {
+                        self.queue.report("worker", &err).await;
+                        if err.is_garbage() {
+                            return Err(err);
+                        }
+                        tickless::sleep(retry.after(&err)).await;
+                    }
+                }
+                continue;
+            }
+            if wait.is_none() && capacity > 0 {
+                match self.wait().await {
+                    Ok(future) => wait = Some(future),
+                    Err(err) => {
+                        self.queue.report("worker", &err).await;
+                        tickless::sleep(retry.after(&err)).await;
+                        maybe_ready = true;
+                        continue;
+                    }
+                }
+            }
+            let waiting = async {
+                match wait.as_mut() {
+                    Some(future) => future.await,
+                    None => std::future::pending().await,
+                }
+            };
+            let extending = !running.is_empty();
+            tokio::select! {
+                done = done_rx.recv() => {
+                    let Some(first) = done else { continue };
+                    let mut finished = vec![first];
+                    while let Ok(more) = done_rx.try_recv() {
+                        finished.push(more);
+                    }
+                    for (job, result) in finished {
+                        if running.get(&job.id) == Some(&job.attempt) {
+                            running.remove(&job.id);
+                        }
+                        match result {
+                            Ok(()) => {
+                                acks.push((job.id, job.attempt));
+                                ack_due.get_or_insert_with(|| Instant::now() + ACK_DELAY);
+                            }
+                            Err(error) => {
+                                // A lost answer leaves the job in flight: its lease ends
+                                // and it is delivered again.
+                                if let Err(err) = self.fail(&job, &error).await {
+                                    self.queue.report("worker", &err).await;
+                                }
+                            }
+                        }
+                    }
+                }
+                result = waiting => {
+                    wait = None;
+                    maybe_ready = true;
+                    if let Err(err) = result {
+                        self.waiter = None;
+                        tickless::sleep(retry.after_error(away(&err))).await;
+                    }
+                }
+                _ = tickless::sleep_until(ack_due.unwrap_or(extend_at)), if ack_due.is_some() => {}
+                _ = tickless::sleep_until(extend_at), if extending => {
+                    extend_at = Instant::now() + self.options.lease / 3;
+                    let ids: Vec<&str> = running.keys().map(String::as_str).collect();
+                    if let Err(err) = self.extend(ids).await {
+                        self.queue.report("worker", &err).await;
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn spawn_handler<H, F, E>(
+    queue: &str,
+    handler: &Arc<H>,
+    job: Job,
+    done: mpsc::UnboundedSender<(Job, Result<(), String>)>,
+) where
+    H: Fn(Job) -> F + Send + Sync + 'static,
+    F: Future<Output = Result<(), E>> + Send + 'static,
+    E: Display + Send + 'static,
+{
+    let work = tokio::spawn(super::trace::in_job_span(queue, &job, handler(job.clone())));
+    tokio::spawn(async move {
+        let result = match work.await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(error)) => Err(error.to_string()),
+            Err(join) if join.is_panic() => Err("handler panicked".to_string()),
+            Err(_) => Err("handler was cancelled".to_string()),
+        };
+        let _ = done.send((job, result));
+    });
+}
+
+fn job(reply: &mut Reply, i: usize, now: u64, received: Instant) -> Result<Job, Error> {
+    Ok(Job {
+        id: reply.string(i)?,
+        attempt: u32::try_from(reply.int(i + 1)?).unwrap_or(u32::MAX),
+        due_ms: reply.int(i + 2)?.max(0) as u64,
+        payload: reply.take_bytes(i + 3)?,
+        claimed_ms: now,
+        received,
+    })
+}

@@ -1,0 +1,191 @@
+//! How durable jobs resume: while Redis is down and after it restarts (how often the
+//! background loops try to reach it meanwhile, that a call fails at once rather than
+//! waiting for a reconnect, that nothing is lost or early once it is back), and after a
+//! leader dies (another takes over within its `busy_lease`, whatever that is).
+
+use tickless_test_support as support;
+
+use std::collections::BTreeSet;
+use std::net::TcpListener;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+use support::{queue_name, RedisServer};
+use tickless_durable::{LeaderOptions, Queue, When, WorkerOptions};
+
+/// Binds `port` (Redis's, while it is down) and records when each connection was tried,
+/// dropping it at once (as a Redis that resets), until `stop`.
+fn count_connections(port: u16, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<Vec<Instant>> {
+    let listener = TcpListener::bind(("127.0.0.1", port)).expect("Redis's port, while it is down");
+    listener.set_nonblocking(true).unwrap();
+    std::thread::spawn(move || {
+        let mut tried = Vec::new();
+        while !stop.load(Ordering::Relaxed) {
+            match listener.accept() {
+                Ok(_) => tried.push(Instant::now()),
+                Err(_) => std::thread::sleep(Duration::from_millis(1)),
+            }
+        }
+        tried
+    })
+}
+
+/// A leader and a worker in one process, Redis killed for 3 s: they try to reach it at
+/// a steady pace (`durable::retry`: every 100 ms per loop), never in a burst and never
+/// falling asleep for seconds (a growing backoff would leave them asleep when Redis comes
+/// back); a call made meanwhile fails at once. After the restart every job is delivered,
+/// none early.
+#[test]
+fn while_redis_is_down_the_loops_try_at_a_steady_bounded_pace_and_nothing_is_lost() {
+    support::multi_thread().block_on(async {
+        let mut server = RedisServer::start();
+        let port = server.port();
+        let queue = Queue::connect(&server.url(), &queue_name("restart"))
+            .await
+            .unwrap();
+        let n = 300;
+        let ids: Vec<String> = (0..n).map(|i| format!("j{i}")).collect();
+        let jobs = ids.iter().enumerate().map(|(i, id)| {
+            let delay = Duration::from_millis(300 + 10 * i as u64);
+            (id.as_str(), b"".as_slice(), When::After(delay))
+        });
+        queue.schedule_batch(jobs).await.unwrap();
+        let leader = queue.leader(LeaderOptions::default()).spawn();
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let worker = tokio::spawn(queue.worker(WorkerOptions::default()).run(move |job| {
+            let _ = tx.send((job.id().to_string(), job.claimed_at() >= job.due()));
+            async { Ok::<(), std::io::Error>(()) }
+        }));
+        let mut seen = BTreeSet::new();
+        while seen.len() < 20 {
+            // Bounded, so that a worker that never delivers fails the test, not hangs it.
+            let (id, _) = tokio::time::timeout(Duration::from_secs(30), rx.recv())
+                .await
+                .expect("the first 20 jobs before the restart")
+                .unwrap();
+            seen.insert(id);
+        }
+
+        server.kill();
+        let stop = Arc::new(AtomicBool::new(false));
+        let counter = count_connections(port, stop.clone());
+        let down_at = Instant::now();
+        // A call while Redis is down fails at once: no reconnect attempts to wait behind.
+        let call = tokio::time::timeout(
+            Duration::from_secs(3),
+            queue.schedule("while-down", b"", Duration::from_secs(3_600)),
+        )
+        .await
+        .expect("a call while Redis is down fails at once, not after the reconnects");
+        assert!(call.unwrap_err().is_redis());
+        tokio::time::sleep(Duration::from_secs(3).saturating_sub(down_at.elapsed())).await;
+        stop.store(true, Ordering::Relaxed);
+        let tried = counter.join().unwrap();
+        let down = down_at.elapsed().as_secs_f64();
+
+        // Two loops (the leader's, the worker's), each at most 10 tries a second: with
+        // room for a loop's own call and retry, well under 30 a second.
+        let per_second = tried.len() as f64 / down;
+        assert!(
+            per_second <= 30.0,
+            "{} connections in {down:.1} s while Redis was down",
+            tried.len()
+        );
+        // Still trying at the end: no pause near a second in the last two seconds.
+        let late: Vec<&Instant> = tried
+            .iter()
+            .filter(|t| t.duration_since(down_at) > Duration::from_secs(1))
+            .collect();
+        let widest = late
+            .windows(2)
+            .map(|w| w[1].duration_since(*w[0]))
+            .max()
+            .unwrap_or(Duration::MAX);
+        assert!(
+            late.len() >= 4 && widest < Duration::from_millis(600),
+            "{} tries in the last {:.1} s, widest pause {widest:?}",
+            late.len(),
+            down - 1.0
+        );
+
+        server.restart();
+        while seen.len() < n {
+            let (id, on_time) = tokio::time::timeout(Duration::from_secs(30), rx.recv())
+                .await
+                .expect("every job after the restart")
+                .unwrap();
+            assert!(on_time, "{id} early");
+            seen.insert(id);
+        }
+        assert!(leader.stats().leading);
+        worker.abort();
+    })
+}
+
+const T0: u64 = 1_700_000_000_000;
+
+fn at(ms: u64) -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_millis(ms)
+}
+
+/// With work near, the lease a leader holds, as taken and as renewed, ends within its
+/// `busy_lease` (here 200 ms, not the default) of its last call: a leader that dies then
+/// is replaced by a candidate right after that, on the queue's (manual) clock.
+#[tokio::test]
+async fn a_dead_leader_is_replaced_within_a_short_busy_lease() {
+    let server = RedisServer::start();
+    let queue = Queue::connect(&server.url(), &queue_name("failover"))
+        .await
+        .unwrap();
+    queue.set_manual_clock(Some(at(T0))).await.unwrap();
+    // Work near all the time: a job due every 50 ms for 10 s.
+    let ids: Vec<String> = (0..200).map(|i| format!("j{i}")).collect();
+    queue
+        .schedule_batch(ids.iter().enumerate().map(|(i, id)| {
+            (
+                id.as_str(),
+                b"".as_slice(),
+                When::At(at(T0 + 50 * i as u64)),
+            )
+        }))
+        .await
+        .unwrap();
+    let mut options = LeaderOptions::default();
+    options.busy_lease = Duration::from_millis(200);
+    options.idle_lease = Duration::from_secs(60);
+    let mut dying = queue.leader(options.clone());
+    let mut candidate = queue.leader(options);
+    dying.step().await.unwrap();
+    assert!(dying.is_leading());
+    // The lease as renewed (renewals come at half the lease, on this process's clock).
+    tokio::time::sleep(Duration::from_millis(110)).await;
+    queue
+        .advance_manual_clock(Duration::from_millis(100))
+        .await
+        .unwrap();
+    dying.step().await.unwrap();
+    assert!(dying.is_leading());
+    let renewed_at = T0 + 100;
+    drop(dying); // dies: no release
+                 // Still held a millisecond before the lease's end...
+    queue
+        .advance_manual_clock(Duration::from_millis(199))
+        .await
+        .unwrap();
+    candidate.step().await.unwrap();
+    assert!(
+        !candidate.is_leading(),
+        "the renewed lease ends at {}, not before",
+        renewed_at + 200
+    );
+    // ...and taken at its end.
+    queue
+        .advance_manual_clock(Duration::from_millis(1))
+        .await
+        .unwrap();
+    candidate.step().await.unwrap();
+    assert!(
+        candidate.is_leading(),
+        "not replaced within busy_lease (200 ms) of the dead leader's renewal"
+    );
+}

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Builds test binaries with `cargo test --no-run <cargo args>` and runs each one under a
+# time limit, in its package's directory as `cargo test` would, so that no test binary can
+# hang CI: one that runs past TICKLESS_TEST_TIMEOUT seconds (300 by default) is killed and
+# named, and the run fails. Every binary runs even when an earlier one failed; the exit
+# status is non-zero if any failed or timed out.
+#
+#   bash scripts/run-tests.sh [cargo test build arguments] [-- test binary arguments]
+#
+# With TICKLESS_DOCTESTS=1 the doc tests of the same packages run afterwards
+# (`cargo test --doc`, which cannot be built ahead: its limit, three times the other,
+# covers compiling each example).
+# Used by scripts/test.sh, scripts/test-variant.sh and .ci/run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+limit="${TICKLESS_TEST_TIMEOUT:-300}"
+cargo_args=()
+while [ $# -gt 0 ] && [ "$1" != "--" ]; do cargo_args+=("$1"); shift; done
+[ "${1:-}" = "--" ] && shift
+binary_args=("$@")
+
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+cargo test --no-run --message-format=json-render-diagnostics ${cargo_args[@]+"${cargo_args[@]}"} >"$work/build.json"
+# One line per test binary: its package directory, a name to report, its path.
+python3 - "$work/build.json" >"$work/binaries" <<'EOF'
+import json, os, sys
+seen = set()
+for line in open(sys.argv[1]):
+    try:
+        m = json.loads(line)
+    except ValueError:
+        continue
+    if m.get("reason") != "compiler-artifact" or not m.get("executable"):
+        continue
+    if not m["profile"]["test"]:
+        continue
+    exe = m["executable"]
+    if exe in seen:
+        continue
+    seen.add(exe)
+    package = m["package_id"].split("#")[0].rstrip("/").split("/")[-1]
+    name = "%s %s %s" % (package, "/".join(m["target"]["kind"]), m["target"]["name"])
+    print("%s\t%s\t%s" % (os.path.dirname(m["manifest_path"]), name, exe))
+EOF
+
+failed=()
+ran=0
+run_one() { # <limit> <dir> <name> <command...>
+  local limit="$1" dir="$2" name="$3"
+  shift 3
+  printf '\n--- %s (limit %ss)\n' "$name" "$limit"
+  local started=$SECONDS status=0
+  (cd "$dir" && CARGO_MANIFEST_DIR="$dir" timeout -k 10 "$limit" "$@") || status=$?
+  if [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then
+    echo "=== TIMEOUT: $name did not finish within ${limit}s (a hang or a stuck loop): killed" >&2
+    failed+=("$name (timed out after ${limit}s)")
+  elif [ "$status" -ne 0 ]; then
+    failed+=("$name (exit $status)")
+  fi
+  printf -- '--- %s: %ss\n' "$name" "$((SECONDS - started))"
+  ran=$((ran + 1))
+}
+
+while IFS=$'\t' read -r dir name exe; do
+  run_one "$limit" "$dir" "$name" "$exe" ${binary_args[@]+"${binary_args[@]}"}
+done <"$work/binaries"
+
+if [ "${TICKLESS_DOCTESTS:-0}" = "1" ]; then
+  run_one "$((3 * limit))" "$(pwd)" "doc tests" cargo test --doc "${cargo_args[@]}"
+fi
+
+if [ "$ran" -eq 0 ]; then
+  echo "run-tests: no test binary was built for: cargo test ${cargo_args[*]}" >&2
+  exit 1
+fi
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "" >&2
+  echo "run-tests: ${#failed[@]} of $ran test runs failed:" >&2
+  printf '  %s\n' "${failed[@]}" >&2
+  exit 1
+fi
+echo ""
+echo "run-tests: all $ran test runs passed"
