@@ -41,7 +41,9 @@ for line in open(sys.argv[1]):
     if exe in seen:
         continue
     seen.add(exe)
-    package = m["package_id"].split("#")[0].rstrip("/").split("/")[-1]
+    # "path+file:///dir#name@1.0" or, where the directory is the name, "...#1.0".
+    source, _, spec = m["package_id"].partition("#")
+    package = spec.split("@")[0] if "@" in spec else source.rstrip("/").split("/")[-1]
     name = "%s %s %s" % (package, "/".join(m["target"]["kind"]), m["target"]["name"])
     print("%s\t%s\t%s" % (os.path.dirname(m["manifest_path"]), name, exe))
 EOF

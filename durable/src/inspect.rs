@@ -106,6 +106,7 @@ impl Queue {
                 meta,
                 &[
                     "holder", "token", "expires", "lag_p50", "lag_p99", "promoted", "clock",
+                    "lag_sum",
                 ],
             )
             .cmd("TIME")

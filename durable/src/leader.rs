@@ -425,6 +425,7 @@ impl Leader {
             stats.lag_p50_ms.unwrap_or(0).to_string(),
             stats.lag_p99_ms.unwrap_or(0).to_string(),
             stats.promoted.to_string(),
+            stats.lag_sum_ms.to_string(),
         ];
         let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
         let reply = self.queue.call(&scripts().renew, &args).await?;

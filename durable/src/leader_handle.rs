@@ -26,11 +26,13 @@ impl Shared {
     }
 }
 
-/// Promotion lags in whole milliseconds, 0..=60,000 (the last counts anything later).
+/// Promotion lags in whole milliseconds, 0..=60,000 (the last counts anything later),
+/// and their exact sum.
 #[derive(Debug, Default)]
 pub(crate) struct Lags {
     counts: Vec<u64>,
     total: u64,
+    sum_ms: u64,
 }
 
 impl Lags {
@@ -43,6 +45,7 @@ impl Lags {
         let i = usize::try_from(ms.max(0)).unwrap_or(0).min(Lags::MAX_MS);
         self.counts[i] += 1;
         self.total += 1;
+        self.sum_ms = self.sum_ms.saturating_add(u64::try_from(ms).unwrap_or(0));
     }
 
     fn quantile(&self, q: f64) -> Option<u64> {
@@ -77,6 +80,9 @@ pub struct LeaderStats {
     pub lag_p50_ms: Option<u64>,
     /// 99th percentile of the same.
     pub lag_p99_ms: Option<u64>,
+    /// The sum of the same lags, in ms (with [`promoted`](LeaderStats::promoted), their
+    /// mean).
+    pub lag_sum_ms: u64,
     /// Calls to Redis that failed: Redis away, a permission missing, or a key of the
     /// queue holding something else (then the script changed nothing). The leader backs
     /// off and tries again; it never stops on an error. See
@@ -138,6 +144,7 @@ pub(crate) fn stats(shared: &Shared) -> LeaderStats {
         promoted: shared.promoted.load(Ordering::Relaxed),
         lag_p50_ms: lags.quantile(0.5),
         lag_p99_ms: lags.quantile(0.99),
+        lag_sum_ms: lags.sum_ms,
         errors: shared.errors.load(Ordering::Relaxed),
     }
 }

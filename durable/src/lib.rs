@@ -230,4 +230,10 @@ pub use recur::{Recurrence, ScheduleInfo};
 pub use repair::Repaired;
 pub use reply::{JobInfo, JobState};
 pub use stats::Stats;
+// README.md's examples are doc tests too: the quick start runs against the Redis in
+// `REDIS_URL` (scripts/test.sh starts one), the others compile (one needs `dashboard`).
+#[cfg(all(doctest, feature = "dashboard"))]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 pub use worker::{Backoff, Failed, Job, Worker, WorkerOptions};

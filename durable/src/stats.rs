@@ -32,6 +32,8 @@ pub struct Stats {
     pub promotion_lag_p99: Option<Duration>,
     /// Jobs promoted by the current leader.
     pub promoted: u64,
+    /// The sum of the lags of those promotions (with `promoted`, their mean).
+    pub promotion_lag_sum: Duration,
     /// The queue's clock at the time of reading.
     pub now: SystemTime,
     /// Whether the queue runs on a manual clock (tests).
@@ -78,6 +80,7 @@ pub(crate) fn build(
         promotion_lag_p50: lag(3, "lag_p50")?,
         promotion_lag_p99: lag(4, "lag_p99")?,
         promoted: number(meta, "promoted", &field(5))?.unwrap_or(0),
+        promotion_lag_sum: lag(7, "lag_sum")?.unwrap_or_default(),
         now: system_time(now_ms),
         manual_clock: manual.is_some(),
     })

@@ -175,6 +175,43 @@ async fn failed_jobs_are_retried_with_backoff_then_dead_lettered() {
     assert!(worker.ack(&job).await.unwrap());
 }
 
+/// Jobs that fail together (a database down) come back spread over the backoff, not in
+/// one millisecond: each due time is the failure's time plus the jitter drawn for its id
+/// and attempt (deterministic: the manual clock and the ids fix every due time).
+#[tokio::test]
+async fn jobs_failed_together_retry_at_jittered_times() {
+    let server = RedisServer::start();
+    let queue = queue(&server, "jitter").await;
+    queue.set_manual_clock(Some(at(T0))).await.unwrap();
+    let options = WorkerOptions::default();
+    let backoff = options.backoff;
+    let worker = queue.worker(options);
+    let ids: Vec<String> = (0..50).map(|i| format!("order:{i}")).collect();
+    for id in &ids {
+        queue.schedule(id, b"p", Duration::ZERO).await.unwrap();
+    }
+    let jobs = worker.try_claim(50).await.unwrap();
+    assert_eq!(jobs.len(), 50);
+    for job in &jobs {
+        assert_eq!(worker.fail(job, "db down").await.unwrap(), Failed::Retried);
+    }
+    let mut dues = std::collections::BTreeSet::new();
+    for id in &ids {
+        let due = queue.job(id).await.unwrap().unwrap().due;
+        let wait = due.duration_since(at(T0)).unwrap();
+        // The script keeps whole milliseconds of the drawn delay.
+        let drawn = Duration::from_millis(backoff.delay_of(id, 1).as_millis() as u64);
+        assert_eq!(wait, drawn, "{id}");
+        assert!(wait <= Duration::from_secs(1), "{id}: {wait:?}");
+        dues.insert(due);
+    }
+    assert!(
+        dues.len() >= 40,
+        "only {} distinct retry times of 50",
+        dues.len()
+    );
+}
+
 #[tokio::test]
 async fn lease_end_redelivers_and_the_stale_ack_is_refused() {
     let server = RedisServer::start();

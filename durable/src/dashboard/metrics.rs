@@ -88,9 +88,10 @@ pub(super) async fn render(queues: &[Queue]) -> String {
     );
     let mut lag = Family::new(
         "tickless_leader_promotion_lag_seconds",
-        "gauge",
-        "Promotion lag (due time to the ready list) over the current leader's promotions, \
-         by quantile (kept by the leader's process; the histogram below is cluster-wide).",
+        "summary",
+        "Promotion lag (due time to the ready list) over the current leader's promotions \
+         (kept by the leader's process, so it starts again with each leadership; the \
+         histogram tickless_promotion_lag_seconds is every leader's, kept in Redis).",
     );
     let mut totals = Family::new(
         "tickless_events_total",
@@ -144,6 +145,8 @@ pub(super) async fn render(queues: &[Queue]) -> String {
                 lag.add(&[("queue", q), ("quantile", quantile)], value.as_secs_f64());
             }
         }
+        lag.add_suffixed("_sum", &[("queue", q)], stats.promotion_lag_sum.as_secs_f64());
+        lag.add_suffixed("_count", &[("queue", q)], stats.promoted);
         if let Ok(c) = queue.counters().await {
             for (event, n) in [
                 ("scheduled", c.scheduled),

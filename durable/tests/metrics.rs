@@ -1,0 +1,173 @@
+//! `/metrics` read back by a real Prometheus text-format parser (the `prometheus-parse`
+//! crate): every line is a sample it understands, each family's samples fit its `# TYPE`
+//! (a `quantile` label only in a summary, `le` only in a histogram, counters named
+//! `_total`), and the figures are the queue's.
+
+use prometheus_parse::{Scrape, Value};
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+use tickless_durable::dashboard::Dashboard;
+use tickless_durable::{LeaderOptions, Queue};
+use tickless_test_support as support;
+use tower::ServiceExt as _;
+
+const JOBS: u64 = 20;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_are_prometheus_text_whose_types_fit_their_samples() {
+    let server = support::RedisServer::start();
+    let name = support::queue_name("metrics");
+    let queue = Queue::connect(&server.url(), &name).await.unwrap();
+    // Due soon, not now (a job already due goes straight to the ready list): the leader
+    // promotes them, and its figures have something to say.
+    for i in 0..JOBS {
+        queue
+            .schedule(&format!("due-{i}"), b"x", Duration::from_millis(100))
+            .await
+            .unwrap();
+    }
+    queue
+        .schedule("later", b"x", Duration::from_secs(3600))
+        .await
+        .unwrap();
+    // A short idle lease: the leader renews often, and leaves its lag figures in `meta`
+    // at each renewal.
+    let mut options = LeaderOptions::default();
+    options.idle_lease = Duration::from_millis(300);
+    let leader = queue.leader(options).spawn();
+    let limit = Instant::now() + Duration::from_secs(20);
+    while queue.stats().await.unwrap().promoted < JOBS {
+        assert!(
+            Instant::now() < limit,
+            "the leader's promotion figures in meta did not reach {JOBS} within 20 s"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    let response = Dashboard::new([queue.clone()])
+        .router()
+        .oneshot(
+            axum::http::Request::get("/metrics")
+                .body(axum::body::Body::empty())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let body = axum::body::to_bytes(response.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    let text = String::from_utf8(body.to_vec()).unwrap();
+    leader.stop().await.unwrap();
+
+    let scrape = Scrape::parse(text.lines().map(|l| Ok(l.to_string()))).unwrap();
+    // The parser skips what it cannot read: every sample line must have been read.
+    let lines = text
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .count();
+    let points: usize = scrape
+        .samples
+        .iter()
+        .map(|s| match &s.value {
+            Value::Histogram(buckets) => buckets.len(),
+            Value::Summary(quantiles) => quantiles.len(),
+            _ => 1,
+        })
+        .sum();
+    assert_eq!(points, lines, "samples the parser did not read in:\n{text}");
+
+    let types: HashMap<&str, &str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split_once(' '))
+        .collect();
+    assert!(!types.is_empty(), "{text}");
+    for (family, kind) in &types {
+        assert!(
+            scrape.docs.contains_key(*family),
+            "{family} has a TYPE and no HELP"
+        );
+        assert!(
+            matches!(*kind, "gauge" | "counter" | "histogram" | "summary"),
+            "{family}: {kind}"
+        );
+        if *kind == "counter" {
+            assert!(family.ends_with("_total"), "counter {family} is not _total");
+        }
+    }
+    for sample in &scrape.samples {
+        let family = [sample.metric.as_str()]
+            .into_iter()
+            .chain(sample.metric.strip_suffix("_sum"))
+            .chain(sample.metric.strip_suffix("_count"))
+            .find(|f| types.contains_key(f))
+            .unwrap_or_else(|| panic!("{} belongs to no typed family", sample.metric));
+        let kind = types[family];
+        assert_eq!(
+            sample.labels.get("queue"),
+            Some(name.as_str()),
+            "{sample:?}"
+        );
+        match &sample.value {
+            Value::Summary(_) => assert_eq!(kind, "summary", "{sample:?}"),
+            Value::Histogram(_) => assert_eq!(kind, "histogram", "{sample:?}"),
+            _ => {
+                assert!(
+                    sample.labels.get("quantile").is_none(),
+                    "a quantile label outside a summary: {} ({kind})",
+                    sample.metric
+                );
+                assert!(
+                    sample.labels.get("le").is_none(),
+                    "an le label outside a histogram: {} ({kind})",
+                    sample.metric
+                );
+                if family != sample.metric {
+                    assert!(
+                        matches!(kind, "summary" | "histogram"),
+                        "{}: _sum/_count of a {kind}",
+                        sample.metric
+                    );
+                }
+            }
+        }
+    }
+
+    // The figures are the queue's.
+    let value = |metric: &str, label: Option<(&str, &str)>| -> f64 {
+        let sample = scrape
+            .samples
+            .iter()
+            .find(|s| s.metric == metric && label.is_none_or(|(k, v)| s.labels.get(k) == Some(v)))
+            .unwrap_or_else(|| panic!("no {metric} {label:?} in\n{text}"));
+        match sample.value {
+            Value::Gauge(v) | Value::Counter(v) | Value::Untyped(v) => v,
+            _ => panic!("{metric} is not a single value"),
+        }
+    };
+    assert_eq!(value("tickless_jobs", Some(("state", "scheduled"))), 1.0);
+    assert_eq!(
+        value("tickless_jobs", Some(("state", "ready"))),
+        JOBS as f64
+    );
+    assert_eq!(
+        value("tickless_leader_promotion_lag_seconds_count", None),
+        JOBS as f64
+    );
+    assert!(value("tickless_leader_promotion_lag_seconds_sum", None) >= 0.0);
+    assert_eq!(
+        value("tickless_promotion_lag_seconds_count", None),
+        JOBS as f64
+    );
+    let summary = scrape
+        .samples
+        .iter()
+        .find(|s| s.metric == "tickless_leader_promotion_lag_seconds")
+        .expect("the leader's promotion lag summary");
+    let Value::Summary(quantiles) = &summary.value else {
+        panic!("{summary:?}")
+    };
+    let qs: Vec<f64> = quantiles.iter().map(|q| q.quantile).collect();
+    assert_eq!(qs, [0.5, 0.99]);
+}
