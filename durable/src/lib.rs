@@ -86,7 +86,7 @@
 //!
 //! # The scripts
 //!
-//! Every change that touches more than one key is one Lua script (`src/durable/scripts/`).
+//! Every change that touches more than one key is one Lua script (`src/scripts/`).
 //! What the Rust side and the scripts must agree on has one source, `contract.rs`: the
 //! key suffixes above, the member and bucket formats, the wheel's constants, and which
 //! keys each script declares. Every script gets every key it touches in `KEYS` (as Redis

@@ -1,4 +1,4 @@
-//! What the demo and the benchmark suite (`bench/`) read of the process: CPU time and
+//! What the demo and the benchmark suite (`benches/`) read of the process: CPU time and
 //! resident memory from Linux's `/proc`, and a deterministic spread of deadlines.
 
 use std::time::Duration;

@@ -14,7 +14,7 @@
 //! `retry-dead`).
 //!
 //! (The leader, worker and scheduler processes the crash tests kill are the crash tests'
-//! own: `tests/durable_crash/roles.rs`.)
+//! own: `durable/tests/durable_crash/roles.rs`.)
 
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;

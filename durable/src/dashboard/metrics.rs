@@ -145,7 +145,11 @@ pub(super) async fn render(queues: &[Queue]) -> String {
                 lag.add(&[("queue", q), ("quantile", quantile)], value.as_secs_f64());
             }
         }
-        lag.add_suffixed("_sum", &[("queue", q)], stats.promotion_lag_sum.as_secs_f64());
+        lag.add_suffixed(
+            "_sum",
+            &[("queue", q)],
+            stats.promotion_lag_sum.as_secs_f64(),
+        );
         lag.add_suffixed("_count", &[("queue", q)], stats.promoted);
         if let Ok(c) = queue.counters().await {
             for (event, n) in [

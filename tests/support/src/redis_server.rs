@@ -87,7 +87,7 @@ impl RedisServer {
     }
 
     /// [`start_tls`](Self::start_tls) with the certificates already in `certs` (made by
-    /// [`make_certificates`]), so that several servers share one CA (a cluster's nodes).
+    /// `make_certificates`), so that several servers share one CA (a cluster's nodes).
     pub fn start_tls_with_certificates(certs: &std::path::Path, extra: &[&str]) -> RedisServer {
         RedisServer::start_with("always", TLS_ONLY, Some(Certificates::Copy(certs)), extra)
     }
