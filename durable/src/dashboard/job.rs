@@ -1,7 +1,8 @@
 //! A job's page: state, due time, attempts, last error, the payload as text or hex.
 
-use super::html::{ago, esc, page, unix_ms, Ctx};
+use super::html::{ago, page, unix_ms, Ctx};
 use crate::{JobInfo, JobState, Queue};
+use maud::{html, Markup};
 use std::fmt::Write;
 use std::time::SystemTime;
 
@@ -49,68 +50,55 @@ pub(super) fn job_page(
     now: SystemTime,
     id: &str,
     info: Option<&JobInfo>,
-) -> String {
+) -> Markup {
     let name = queue.name();
-    let mut body = format!(
-        "<p><a href=\"{}\">queue {}</a></p><h1>Job <span id=\"job-id\">{}</span></h1>",
-        esc(&ctx.queue_url(name)),
-        esc(name),
-        esc(id)
-    );
-    let Some(info) = info else {
-        body.push_str(
-            "<p id=\"state\">No such job (it completed, was cancelled, or never was).</p>",
-        );
-        return page(ctx, id, &body);
+    let body = html! {
+        p { a href=(ctx.queue_url(name)) { "queue " (name) } }
+        h1 { "Job " span id="job-id" { (id) } }
+        @match info {
+            Some(info) => (details(ctx, name, now, id, info)),
+            None => p id="state" { "No such job (it completed, was cancelled, or never was)." },
+        }
     };
+    page(ctx, id, body)
+}
+
+/// A job that exists: its state and times, its payload, and the actions its state
+/// allows.
+fn details(ctx: &Ctx<'_>, queue: &str, now: SystemTime, id: &str, info: &JobInfo) -> Markup {
     let state = format!("{:?}", info.state).to_lowercase();
-    let _ = write!(
-        body,
-        "<table><tr><th>state</th><td id=\"state\">{state}</td></tr>\
-         <tr><th>due</th><td>{} <small>({} ms since the epoch)</small></td></tr>\
-         <tr><th>attempts</th><td id=\"attempts\">{} of {}</td></tr>",
-        ago(now, info.due),
-        unix_ms(info.due),
-        info.attempts,
-        info.max_attempts
-    );
-    if let Some(ends) = info.lease_ends {
-        let _ = write!(
-            body,
-            "<tr><th>lease ends</th><td>{}</td></tr>",
-            ago(now, ends)
-        );
-    }
-    if let Some(error) = &info.last_error {
-        let _ = write!(
-            body,
-            "<tr><th>last error</th><td id=\"last-error\">{}</td></tr>",
-            esc(error)
-        );
-    }
-    body.push_str("</table>");
     let (kind, preview) = payload_preview(&info.payload);
-    let _ = write!(
-        body,
-        "<h2>Payload ({} bytes, as {kind}{})</h2><pre id=\"payload\">{}</pre>",
-        info.payload.len(),
-        if info.payload.len() > 4096 {
-            ", the first 4 KiB"
-        } else {
-            ""
-        },
-        esc(&preview)
-    );
-    let dead = info.state == JobState::Dead;
-    body.push_str("<p>");
-    if dead {
-        body.push_str(&ctx.button(name, "retry", Some(id), "Retry"));
-    } else if info.state != JobState::InFlight {
-        body.push_str(&ctx.button(name, "run-now", Some(id), "Run now"));
+    let cut = if info.payload.len() > 4096 {
+        ", the first 4 KiB"
+    } else {
+        ""
+    };
+    html! {
+        table {
+            tr { th { "state" } td id="state" { (state) } }
+            tr {
+                th { "due" }
+                td { (ago(now, info.due)) " " small { "(" (unix_ms(info.due)) " ms since the epoch)" } }
+            }
+            tr { th { "attempts" } td id="attempts" { (info.attempts) " of " (info.max_attempts) } }
+            @if let Some(ends) = info.lease_ends {
+                tr { th { "lease ends" } td { (ago(now, ends)) } }
+            }
+            @if let Some(error) = &info.last_error {
+                tr { th { "last error" } td id="last-error" { (error) } }
+            }
+        }
+        h2 { "Payload (" (info.payload.len()) " bytes, as " (kind) (cut) ")" }
+        pre id="payload" { (preview) }
+        p {
+            @if info.state == JobState::Dead {
+                (ctx.button(queue, "retry", Some(id), "Retry"))
+            } @else if info.state != JobState::InFlight {
+                (ctx.button(queue, "run-now", Some(id), "Run now"))
+            }
+            (ctx.button(queue, "cancel", Some(id), "Cancel"))
+        }
     }
-    body.push_str(&ctx.button(name, "cancel", Some(id), "Cancel"));
-    body.push_str("</p>");
-    page(ctx, id, &body)
 }
 
 #[cfg(test)]

@@ -39,12 +39,14 @@
 //! second (jobs reaching the ready list).
 //!
 //! The page never shows a Redis password: queues show [`Queue::url`], which is
-//! redacted; job ids, errors and payloads are escaped as HTML.
+//! redacted. Pages are built with `maud`, whose `html!` escapes every value it inserts:
+//! job ids, errors and payloads show as text, never as markup.
 
 mod history;
 mod html;
 mod job;
 mod metrics;
+mod queue;
 mod routes;
 mod svg;
 

@@ -1,12 +1,14 @@
 //! The handlers: pages, actions, login, metrics.
 
-use super::html::{self, enc, Ctx, QueueView};
+use super::html::{self, enc, Ctx};
+use super::queue::QueueView;
 use super::{metrics, same_token, State};
 use axum::extract::{Form, NestedPath, Path, Query};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use axum::Router;
+use maud::{html, Markup};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -101,17 +103,19 @@ fn ctx<'a>(
 }
 
 fn error_page(status: StatusCode, ctx: &Ctx<'_>, message: &str) -> Response {
-    let body = format!(
-        "<h1>{}</h1><p id=\"error\">{}</p>",
-        status,
-        html::esc(message)
-    );
-    (status, no_store(Html(html::page(ctx, "error", &body)))).into_response()
+    let body = html! {
+        h1 { (status) }
+        p id="error" { (message) }
+    };
+    (status, no_store(html::page(ctx, "error", body))).into_response()
 }
 
 /// Pages show live numbers: never cached.
-fn no_store(page: Html<String>) -> impl IntoResponse {
-    ([(header::CACHE_CONTROL, "no-store")], page)
+fn no_store(page: Markup) -> impl IntoResponse {
+    (
+        [(header::CACHE_CONTROL, "no-store")],
+        Html(page.into_string()),
+    )
 }
 
 fn unknown_queue(ctx: &Ctx<'_>, name: &str) -> Response {
@@ -129,7 +133,7 @@ async fn overview(axum::extract::State(state): Shared, base: Base, headers: Head
         state.sample(i).await;
         rows.push((queue, queue.stats().await.map_err(|e| e.to_string())));
     }
-    no_store(Html(html::overview(&ctx, &rows))).into_response()
+    no_store(html::overview(&ctx, &rows)).into_response()
 }
 
 async fn queue_page(
@@ -170,7 +174,7 @@ async fn queue_page(
     match view.await {
         Ok(view) => {
             let history = state.histories[i].lock().unwrap_or_else(|e| e.into_inner());
-            no_store(Html(html::queue_page(&ctx, &view, &history))).into_response()
+            no_store(super::queue::queue_page(&ctx, &view, &history)).into_response()
         }
         Err(err) => error_page(StatusCode::BAD_GATEWAY, &ctx, &err.to_string()),
     }
@@ -195,14 +199,9 @@ async fn job_page(
     let id = params.get("id").map(String::as_str).unwrap_or("");
     let found = async { Ok::<_, crate::Error>((queue.now().await?, queue.job(id).await?)) };
     match found.await {
-        Ok((now, info)) => no_store(Html(super::job::job_page(
-            &ctx,
-            queue,
-            now,
-            id,
-            info.as_ref(),
-        )))
-        .into_response(),
+        Ok((now, info)) => {
+            no_store(super::job::job_page(&ctx, queue, now, id, info.as_ref())).into_response()
+        }
         Err(err) if err.is_invalid_id() => {
             error_page(StatusCode::BAD_REQUEST, &ctx, &err.to_string())
         }

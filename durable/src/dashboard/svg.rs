@@ -1,51 +1,17 @@
 //! Small charts as inline SVG, drawn by the server: no script, nothing to fetch.
+//!
+//! Each chart is [`Markup`] built by `maud`'s `html!`, which escapes every value it
+//! inserts; this file needs nothing of the pages around it. SVG elements are written
+//! with an end tag (`line ... {}`): inside HTML, `<line>` alone would stay open and
+//! swallow what follows.
 
-use super::html::esc;
-use std::fmt::Write;
+use maud::{html, Markup};
 
 const W: f64 = 560.0;
 const H: f64 = 150.0;
 /// Room for the axis labels.
 const LEFT: f64 = 64.0;
 const BOTTOM: f64 = 18.0;
-
-fn frame(out: &mut String, id: &str, title: &str, max: f64, unit: &str, x_labels: &[&str]) {
-    let _ = write!(
-        out,
-        "<svg id=\"{}\" class=\"chart\" role=\"img\" viewBox=\"0 0 {} {}\" \
-         xmlns=\"http://www.w3.org/2000/svg\"><title>{}</title>",
-        esc(id),
-        W + LEFT,
-        H + BOTTOM,
-        esc(title)
-    );
-    let _ = write!(
-        out,
-        "<line x1=\"{LEFT}\" y1=\"{H}\" x2=\"{}\" y2=\"{H}\" class=\"axis\"/>\
-         <line x1=\"{LEFT}\" y1=\"0\" x2=\"{LEFT}\" y2=\"{H}\" class=\"axis\"/>\
-         <text x=\"{}\" y=\"12\" text-anchor=\"end\">{}</text>\
-         <text x=\"{}\" y=\"{H}\" text-anchor=\"end\">0</text>",
-        LEFT + W,
-        LEFT - 4.0,
-        esc(&format!("{} {unit}", short(max))),
-        LEFT - 4.0,
-    );
-    let n = x_labels.len().max(2) - 1;
-    for (i, label) in x_labels.iter().enumerate() {
-        let x = LEFT + W * i as f64 / n as f64;
-        let anchor = match i {
-            0 => "start",
-            i if i == n => "end",
-            _ => "middle",
-        };
-        let _ = write!(
-            out,
-            "<text x=\"{x:.1}\" y=\"{}\" text-anchor=\"{anchor}\">{}</text>",
-            H + BOTTOM - 3.0,
-            esc(label)
-        );
-    }
-}
 
 /// A number in few characters: 12, 3.4k, 5.6M.
 pub(super) fn short(n: f64) -> String {
@@ -62,70 +28,137 @@ pub(super) fn short(n: f64) -> String {
     }
 }
 
-/// A bar per bin, left to right; each bar's `<title>` holds its count.
-pub(super) fn bars(id: &str, title: &str, bins: &[f64], unit: &str, x_labels: &[&str]) -> String {
-    let max = bins.iter().copied().fold(0.0, f64::max);
-    let mut out = String::new();
-    frame(&mut out, id, title, max, unit, x_labels);
-    let width = W / bins.len().max(1) as f64;
-    for (i, &value) in bins.iter().enumerate() {
-        if value <= 0.0 {
-            continue;
+/// One decimal: the precision of every coordinate drawn.
+fn coord(v: f64) -> String {
+    format!("{v:.1}")
+}
+
+/// The chart's box, axes and labels (`max` at the top of the y axis, `x_labels` spread
+/// evenly along the x axis), around `marks`.
+fn chart(id: &str, title: &str, max: f64, unit: &str, x_labels: &[&str], marks: Markup) -> Markup {
+    let last = x_labels.len().max(2) - 1;
+    let anchor = |i: usize| match i {
+        0 => "start",
+        i if i == last => "end",
+        _ => "middle",
+    };
+    html! {
+        svg id=(id) class="chart" role="img" viewBox={ "0 0 " (W + LEFT) " " (H + BOTTOM) }
+            xmlns="http://www.w3.org/2000/svg" {
+            title { (title) }
+            line x1=(LEFT) y1=(H) x2=(LEFT + W) y2=(H) class="axis" {}
+            line x1=(LEFT) y1="0" x2=(LEFT) y2=(H) class="axis" {}
+            text x=(LEFT - 4.0) y="12" text-anchor="end" { (short(max)) " " (unit) }
+            text x=(LEFT - 4.0) y=(H) text-anchor="end" { "0" }
+            @for (i, label) in x_labels.iter().enumerate() {
+                text x=(coord(LEFT + W * i as f64 / last as f64)) y=(H + BOTTOM - 3.0)
+                    text-anchor=(anchor(i)) { (label) }
+            }
+            (marks)
         }
-        let height = (value / max * (H - 4.0)).max(1.0);
-        let _ = write!(
-            out,
-            "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{height:.1}\" class=\"bar\">\
-             <title>{}</title></rect>",
-            LEFT + i as f64 * width + 0.5,
-            H - height,
-            (width - 1.0).max(0.5),
-            short(value),
-        );
     }
-    out.push_str("</svg>");
-    out
+}
+
+/// A bar per bin, left to right; each bar's `<title>` holds its count.
+pub(super) fn bars(id: &str, title: &str, bins: &[f64], unit: &str, x_labels: &[&str]) -> Markup {
+    let max = bins.iter().copied().fold(0.0, f64::max);
+    let width = W / bins.len().max(1) as f64;
+    let marks = html! {
+        @for (i, &value) in bins.iter().enumerate() {
+            @if value > 0.0 {
+                @let height = (value / max * (H - 4.0)).max(1.0);
+                rect x=(coord(LEFT + i as f64 * width + 0.5)) y=(coord(H - height))
+                    width=(coord((width - 1.0).max(0.5))) height=(coord(height)) class="bar" {
+                    title { (short(value)) }
+                }
+            }
+        }
+    };
+    chart(id, title, max, unit, x_labels, marks)
 }
 
 /// A line: its name, its CSS class, its points (`x` in 0..=1, left to right).
 pub(super) type Series<'a> = (&'a str, &'a str, Vec<(f64, f64)>);
 
-/// One line per series.
+/// One line per series, each named in the top left corner in its own colour.
 pub(super) fn lines(
     id: &str,
     title: &str,
     series: &[Series<'_>],
     unit: &str,
     x_labels: &[&str],
-) -> String {
+) -> Markup {
     let max = series
         .iter()
         .flat_map(|(_, _, points)| points.iter().map(|p| p.1))
         .fold(0.0, f64::max)
         .max(1.0);
-    let mut out = String::new();
-    frame(&mut out, id, title, max, unit, x_labels);
-    for (i, (name, class, points)) in series.iter().enumerate() {
-        let mut path = String::new();
-        for (x, y) in points {
-            let _ = write!(
-                path,
-                "{:.1},{:.1} ",
-                LEFT + x.clamp(0.0, 1.0) * W,
-                H - y / max * (H - 4.0)
-            );
+    let points = |points: &[(f64, f64)]| {
+        points
+            .iter()
+            .map(|(x, y)| {
+                let (x, y) = (LEFT + x.clamp(0.0, 1.0) * W, H - y / max * (H - 4.0));
+                format!("{},{}", coord(x), coord(y))
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let marks = html! {
+        @for (i, (name, class, line)) in series.iter().enumerate() {
+            polyline points=(points(line)) class=(class) {}
+            text x=(LEFT + 8.0) y=(14.0 + 13.0 * i as f64) class=(class) { (name) }
         }
-        let _ = write!(
-            out,
-            "<polyline points=\"{}\" class=\"{}\"/><text x=\"{}\" y=\"{}\" class=\"{}\">{}</text>",
-            path.trim_end(),
-            esc(class),
-            LEFT + 8.0,
-            14.0 + 13.0 * i as f64,
-            esc(class),
-            esc(name)
-        );
+    };
+    chart(id, title, max, unit, x_labels, marks)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_are_short() {
+        assert_eq!(short(12.0), "12");
+        assert_eq!(short(0.5), "0.50");
+        assert_eq!(short(3_400.0), "3.4k");
+        assert_eq!(short(56_000.0), "56k");
+        assert_eq!(short(5_600_000.0), "5.6M");
     }
-    out.push_str("</svg>");
-    out
+
+    #[test]
+    fn chart_text_is_escaped() {
+        let evil = "<script>x</script>\"&";
+        let svg = bars(evil, evil, &[1.0, 0.0, 2.0], evil, &[evil, evil]).into_string();
+        assert!(!svg.contains("<script>"), "{svg}");
+        assert!(
+            svg.contains("id=\"&lt;script&gt;x&lt;/script&gt;&quot;&amp;\""),
+            "{svg}"
+        );
+        assert!(
+            svg.contains("<title>&lt;script&gt;x&lt;/script&gt;&quot;&amp;</title>"),
+            "{svg}"
+        );
+        assert_eq!(svg.matches("<rect ").count(), 2, "{svg}");
+        let svg = lines(evil, "t", &[(evil, evil, vec![(0.0, 1.0)])], "/s", &[]).into_string();
+        assert!(!svg.contains("<script>"), "{svg}");
+        assert!(svg.contains("class=\"&lt;script&gt;"), "{svg}");
+    }
+
+    #[test]
+    fn svg_elements_are_closed() {
+        let svg = lines(
+            "l",
+            "t",
+            &[("p50", "p50", vec![(0.0, 1.0), (1.0, 2.0)])],
+            "ms",
+            &["a", "b"],
+        )
+        .into_string();
+        assert_eq!(
+            svg.matches("<line ").count(),
+            svg.matches("</line>").count()
+        );
+        assert!(svg.contains("points=\"64.0,77.0 624.0,4.0\""), "{svg}");
+        assert!(svg.ends_with("</svg>"), "{svg}");
+    }
 }

@@ -1,0 +1,462 @@
+//! A queue's page, one small function per section: counts and leader, the wheel by
+//! level, what comes due over the next hour, day and week, lag and throughput over the
+//! last hour, recurring schedules, and the ready, in-flight and dead jobs.
+
+use super::history::History;
+use super::html::{ago, human, leader_cell, page, unix_ms, Ctx};
+use super::svg;
+use crate::{CatchUp, DueBucket, JobInfo, Queue, Recurrence, ScheduleInfo, Stats};
+use maud::{html, Markup};
+use std::time::{Duration, SystemTime};
+
+/// What a queue's page shows, read from Redis before the page is drawn.
+pub(super) struct QueueView<'a> {
+    pub(super) queue: &'a Queue,
+    pub(super) stats: Stats,
+    pub(super) buckets: Vec<DueBucket>,
+    pub(super) truncated: bool,
+    pub(super) ready: Vec<String>,
+    pub(super) in_flight: Vec<(String, SystemTime)>,
+    pub(super) dead: Vec<JobInfo>,
+    /// The recurring schedules, or the error that kept them from being read (a garbled
+    /// record, which `Queue::schedules` names).
+    pub(super) schedules: Result<Vec<ScheduleInfo>, String>,
+    /// Script calls of leaders and workers that raised, and the latest one's message.
+    pub(super) script_errors: (u64, Option<String>),
+}
+
+pub(super) fn queue_page(ctx: &Ctx<'_>, view: &QueueView<'_>, history: &History) -> Markup {
+    let (s, name) = (&view.stats, view.queue.name());
+    let body = html! {
+        h1 { "Queue " span id="queue-name" { (name) } }
+        p { small { (view.queue.url()) } }
+        (counts(s))
+        (script_errors(&view.script_errors))
+        @if s.manual_clock {
+            p { "Manual clock at " (unix_ms(s.now)) " ms." }
+        }
+        (wheel(&view.buckets, view.truncated))
+        (coming_due(&view.buckets, s.now))
+        (over_time(history))
+        (schedules(ctx, name, s.now, &view.schedules))
+        (find_job(ctx, name))
+        (ready(ctx, name, &view.ready))
+        (in_flight(ctx, name, s.now, &view.in_flight))
+        (dead(ctx, name, &view.dead))
+    };
+    page(ctx, name, body)
+}
+
+/// The jobs in each state, the leader and its lease, promotion lag.
+fn counts(s: &Stats) -> Markup {
+    let lag =
+        |d: Option<Duration>| d.map_or("n/a".to_string(), |d| format!("{} ms", d.as_millis()));
+    html! {
+        table id="counts" {
+            tr { th { "scheduled" } td class="n" id="count-scheduled" { (s.scheduled) } }
+            tr { th { "ready" } td class="n" id="count-ready" { (s.ready) } }
+            tr { th { "in flight" } td class="n" id="count-in-flight" { (s.in_flight) } }
+            tr { th { "dead" } td class="n" id="count-dead" { (s.dead) } }
+            tr { th { "leader" } td id="leader" { (leader_cell(s)) } }
+            @if let Some(ends) = s.lease_ends {
+                tr { th { "lease ends" } td { (ago(s.now, ends)) } }
+            }
+            tr {
+                th { "promotion lag" }
+                td { "p50 " (lag(s.promotion_lag_p50)) " · p99 " (lag(s.promotion_lag_p99)) }
+            }
+            tr { th { "promoted by the leader" } td class="n" { (s.promoted) } }
+        }
+    }
+}
+
+/// A warning when script calls failed, with the latest one's message; else nothing.
+fn script_errors((failed, last): &(u64, Option<String>)) -> Markup {
+    html! {
+        @if *failed > 0 {
+            p class="warn" id="script-errors" {
+                (failed) " script calls of leaders and workers failed (each changed nothing). "
+                "The latest: "
+                span id="last-script-error" { (last.as_deref().unwrap_or("unknown")) }
+            }
+        }
+    }
+}
+
+/// Jobs per level of the wheel.
+fn wheel(buckets: &[DueBucket], truncated: bool) -> Markup {
+    html! {
+        h2 { "The wheel" }
+        table id="wheel" {
+            tr { th { "where" } th { "jobs" } }
+            @for (level, jobs) in per_level(buckets) {
+                @let key = level.map_or("staged".to_string(), |k| k.to_string());
+                tr { td { (level_name(level)) } td class="n" id={ "level-" (key) } { (jobs) } }
+            }
+        }
+        @if truncated {
+            p { "(More staged jobs than read: the latest are not counted.)" }
+        }
+    }
+}
+
+/// A bar chart of when jobs come due: its id, caption, span, bars and x-axis labels.
+struct DueChart {
+    id: &'static str,
+    title: &'static str,
+    window: Duration,
+    bins: usize,
+    labels: [&'static str; 3],
+}
+
+const DUE_CHARTS: [DueChart; 3] = [
+    DueChart {
+        id: "due-hour",
+        title: "next hour, per minute",
+        window: Duration::from_secs(3600),
+        bins: 60,
+        labels: ["now", "+30 min", "+1 h"],
+    },
+    DueChart {
+        id: "due-day",
+        title: "next day, per 30 min",
+        window: Duration::from_secs(86400),
+        bins: 48,
+        labels: ["now", "+12 h", "+24 h"],
+    },
+    DueChart {
+        id: "due-week",
+        title: "next week, per 4 h",
+        window: Duration::from_secs(7 * 86400),
+        bins: 42,
+        labels: ["now", "+3.5 days", "+7 days"],
+    },
+];
+
+fn coming_due(buckets: &[DueBucket], now: SystemTime) -> Markup {
+    html! {
+        h2 { "Coming due" }
+        div class="charts" {
+            @for chart in &DUE_CHARTS {
+                @let counts = due_bins(buckets, now, chart.window, chart.bins);
+                @let total: f64 = counts.iter().sum();
+                figure {
+                    figcaption { (chart.title) ": " (svg::short(total.round())) " jobs" }
+                    (svg::bars(chart.id, chart.title, &counts, "jobs", &chart.labels))
+                }
+            }
+        }
+    }
+}
+
+/// Promotion lag and throughput over the samples' span: from the oldest kept (an hour
+/// at most) to now; a minute at least.
+fn over_time(history: &History) -> Markup {
+    let span = history
+        .samples()
+        .next()
+        .map_or(Duration::ZERO, |first| first.at.elapsed())
+        .clamp(Duration::from_secs(60), Duration::from_secs(3600));
+    let (left, middle) = (format!("-{}", human(span)), format!("-{}", human(span / 2)));
+    let labels = [left.as_str(), middle.as_str(), "now"];
+    let x = |age: Duration| 1.0 - age.as_secs_f64() / span.as_secs_f64();
+    let (mut p50, mut p99) = (Vec::new(), Vec::new());
+    for sample in history.samples() {
+        let age = sample.at.elapsed();
+        if let Some(ms) = sample.lag_p50_ms {
+            p50.push((x(age), ms as f64));
+        }
+        if let Some(ms) = sample.lag_p99_ms {
+            p99.push((x(age), ms as f64));
+        }
+    }
+    let rate: Vec<(f64, f64)> = history
+        .throughput()
+        .into_iter()
+        .map(|(age, r)| (x(age), r))
+        .collect();
+    let lag = [("p50", "p50", p50), ("p99", "p99", p99)];
+    let rate = [("per second", "rate", rate)];
+    html! {
+        h2 { "Over the last " (human(span)) }
+        div class="charts" {
+            figure {
+                figcaption { "promotion lag" }
+                (svg::lines("lag", "promotion lag", &lag, "ms", &labels))
+            }
+            figure {
+                figcaption { "throughput (promotions per second)" }
+                (svg::lines("throughput", "promotions per second", &rate, "/s", &labels))
+            }
+        }
+    }
+}
+
+/// The recurring schedules: what each runs, its next occurrence, and a button to remove
+/// it. Nothing when there are none.
+fn schedules(
+    ctx: &Ctx<'_>,
+    queue: &str,
+    now: SystemTime,
+    schedules: &Result<Vec<ScheduleInfo>, String>,
+) -> Markup {
+    match schedules {
+        Ok(schedules) if schedules.is_empty() => html! {},
+        Ok(schedules) => html! {
+            h2 { "Recurring schedules (" (schedules.len()) ")" }
+            table id="schedules" {
+                tr {
+                    th { "schedule" } th { "when" } th { "missed runs" } th { "next" }
+                    th { "last" } th {}
+                }
+                @for info in schedules {
+                    (schedule_row(ctx, queue, now, info))
+                }
+            }
+        },
+        Err(err) => html! {
+            h2 { "Recurring schedules" }
+            p id="schedules-error" { (err) }
+        },
+    }
+}
+
+fn schedule_row(ctx: &Ctx<'_>, queue: &str, now: SystemTime, info: &ScheduleInfo) -> Markup {
+    let when = match &info.recurrence {
+        Recurrence::Every(period) => format!("every {}", human(*period)),
+        Recurrence::Cron { expression, zone } => format!("cron {expression} ({zone})"),
+    };
+    let missed = match info.catch_up {
+        CatchUp::Burst => "each runs",
+        CatchUp::Delay => "one runs, then a period from now",
+        CatchUp::Skip => "the latest runs",
+    };
+    let next = info
+        .next
+        .map_or_else(|| "none known".to_string(), |t| ago(now, t));
+    html! {
+        tr data-schedule=(info.id) {
+            td { (info.id) }
+            td { (when) }
+            td { (missed) }
+            td { (next) }
+            td { (ago(now, info.last)) }
+            td { (ctx.button(queue, "unschedule", Some(&info.id), "Remove")) }
+        }
+    }
+}
+
+fn find_job(ctx: &Ctx<'_>, queue: &str) -> Markup {
+    html! {
+        h2 { "Find a job" }
+        form method="get" action={ (ctx.queue_url(queue)) "/job" } {
+            input name="id" placeholder="job id";
+            " "
+            button type="submit" { "Show" }
+        }
+    }
+}
+
+/// A link to a job's page, the id as its text.
+fn job_link(ctx: &Ctx<'_>, queue: &str, id: &str) -> Markup {
+    html! {
+        a href=(ctx.job_url(queue, id)) class="job" { (id) }
+    }
+}
+
+fn ready(ctx: &Ctx<'_>, queue: &str, ids: &[String]) -> Markup {
+    html! {
+        h2 { "Ready (first " (ids.len()) ")" }
+        ul id="ready" {
+            @for id in ids {
+                li { (job_link(ctx, queue, id)) }
+            }
+        }
+    }
+}
+
+fn in_flight(ctx: &Ctx<'_>, queue: &str, now: SystemTime, jobs: &[(String, SystemTime)]) -> Markup {
+    html! {
+        h2 { "In flight (first " (jobs.len()) ")" }
+        ul id="in-flight" {
+            @for (id, lease_ends) in jobs {
+                li { (job_link(ctx, queue, id)) " lease ends " (ago(now, *lease_ends)) }
+            }
+        }
+    }
+}
+
+/// The dead jobs, each with its last error and buttons to retry or delete it.
+fn dead(ctx: &Ctx<'_>, queue: &str, jobs: &[JobInfo]) -> Markup {
+    html! {
+        h2 { "Dead (first " (jobs.len()) ")" }
+        @if !jobs.is_empty() {
+            (ctx.button(queue, "retry-all", None, "Retry all dead"))
+        }
+        table id="dead" {
+            tr { th { "job" } th { "attempts" } th { "last error" } th {} }
+            @for info in jobs {
+                tr {
+                    td { (job_link(ctx, queue, &info.id)) }
+                    td class="n" { (info.attempts) }
+                    td { (info.last_error.as_deref().unwrap_or("")) }
+                    td {
+                        (ctx.button(queue, "retry", Some(&info.id), "Retry"))
+                        (ctx.button(queue, "cancel", Some(&info.id), "Delete"))
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn level_name(level: Option<u8>) -> String {
+    match level {
+        None => "staged (due within about 1 s)".to_string(),
+        Some(k) => format!("level {k} ({} buckets)", human(DueBucket::level_width(k))),
+    }
+}
+
+/// Jobs per wheel level (`None`: the staged window), from the buckets.
+pub(super) fn per_level(buckets: &[DueBucket]) -> Vec<(Option<u8>, u64)> {
+    let mut levels: Vec<(Option<u8>, u64)> = Vec::new();
+    for b in buckets {
+        match levels.iter_mut().find(|(level, _)| *level == b.level) {
+            Some((_, jobs)) => *jobs += b.jobs,
+            None => levels.push((b.level, b.jobs)),
+        }
+    }
+    levels.sort();
+    levels
+}
+
+/// How many jobs come due in each of `bins` equal parts of `now .. now + window`. A
+/// bucket's jobs are spread evenly over its width (the wheel tells no more); jobs
+/// already due count in the first part.
+pub(super) fn due_bins(
+    buckets: &[DueBucket],
+    now: SystemTime,
+    window: Duration,
+    bins: usize,
+) -> Vec<f64> {
+    let mut out = vec![0.0; bins];
+    let (now, window) = (unix_ms(now) as f64, window.as_millis() as f64);
+    let bin = window / bins as f64;
+    for b in buckets {
+        let start = unix_ms(b.start) as f64;
+        let width = (b.width.as_millis() as f64).max(1.0);
+        let (lo, hi) = (start.max(now), start + width);
+        if hi <= now {
+            out[0] += b.jobs as f64; // overdue: the leader's next promotions
+            continue;
+        }
+        let per_ms = b.jobs as f64 / width;
+        let overdue = b.jobs as f64 * (lo - start) / width;
+        out[0] += overdue;
+        let mut t = lo;
+        while t < hi && t < now + window {
+            let i = (((t - now) / bin) as usize).min(bins - 1);
+            let end = (now + bin * (i + 1) as f64).min(hi);
+            out[i] += per_ms * (end - t);
+            t = end;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::UNIX_EPOCH;
+
+    const EVIL: &str = "<img src=x id=evil onerror=alert(1)>&\"'";
+
+    fn ctx() -> Ctx<'static> {
+        Ctx {
+            base: "/ops",
+            actions: true,
+            logged_in: true,
+            message: None,
+        }
+    }
+
+    #[test]
+    fn job_ids_are_text_and_percent_encoded_links() {
+        let ctx = ctx();
+        let ids = [EVIL.to_string()];
+        let html = ready(&ctx, "q", &ids).into_string();
+        assert!(!html.contains("<img"), "{html}");
+        assert!(
+            html.contains(
+                "<a href=\"/ops/queue/q/job?id=%3Cimg%20src%3Dx%20id%3Devil%20onerror\
+                 %3Dalert%281%29%3E%26%22%27\" class=\"job\">&lt;img src=x id=evil \
+                 onerror=alert(1)&gt;&amp;&quot;'</a>"
+            ),
+            "{html}"
+        );
+    }
+
+    #[test]
+    fn script_errors_show_only_when_some_failed() {
+        assert!(script_errors(&(0, Some(EVIL.to_string()))).0.is_empty());
+        let html = script_errors(&(2, Some(EVIL.to_string()))).into_string();
+        assert!(html.contains(">2 script calls of leaders"), "{html}");
+        assert!(!html.contains("<img"), "{html}");
+        let html = script_errors(&(1, None)).into_string();
+        assert!(
+            html.contains("<span id=\"last-script-error\">unknown</span>"),
+            "{html}"
+        );
+    }
+
+    fn bucket(level: Option<u8>, start_ms: u64, width_ms: u64, jobs: u64) -> DueBucket {
+        DueBucket {
+            level,
+            start: UNIX_EPOCH + Duration::from_millis(start_ms),
+            width: Duration::from_millis(width_ms),
+            jobs,
+        }
+    }
+
+    #[test]
+    fn jobs_per_level_add_up_staged_first() {
+        let buckets = [
+            bucket(Some(2), 0, 1, 4),
+            bucket(None, 0, 1, 1),
+            bucket(Some(2), 5, 1, 6),
+            bucket(Some(0), 0, 1, 2),
+        ];
+        assert_eq!(
+            per_level(&buckets),
+            [(None, 1), (Some(0), 2), (Some(2), 10)]
+        );
+    }
+
+    #[test]
+    fn due_bins_spread_buckets_over_their_width() {
+        let now = UNIX_EPOCH + Duration::from_secs(1000);
+        let buckets = [
+            bucket(None, 999_000, 1024, 3),           // overdue
+            bucket(Some(1), 1_000_000, 20_000, 10),   // spans bins 0 and 1 evenly
+            bucket(Some(2), 1_030_000, 100_000, 100), // 10 s of it inside the window
+        ];
+        let bins = due_bins(&buckets, now, Duration::from_secs(40), 4);
+        let want = [3.0 + 5.0, 5.0, 0.0, 10.0];
+        for (got, want) in bins.iter().zip(want) {
+            assert!((got - want).abs() < 1e-9, "{bins:?}");
+        }
+    }
+
+    #[test]
+    fn due_bins_count_a_started_bucket_s_past_part_as_due() {
+        let now = UNIX_EPOCH + Duration::from_secs(10);
+        let bins = due_bins(
+            &[bucket(Some(0), 9_500, 1_000, 10)],
+            now,
+            Duration::from_secs(4),
+            4,
+        );
+        assert!((bins[0] - 10.0).abs() < 1e-9, "{bins:?}");
+        assert_eq!(bins.iter().sum::<f64>(), 10.0);
+    }
+}
