@@ -29,6 +29,23 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 /// How long to wait before a failed job's next attempt.
+///
+/// The delay after attempt `n` is [`delay(n)`](Backoff::delay); a worker's backoff is
+/// [`WorkerOptions::backoff`].
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tickless_durable::Backoff;
+///
+/// let backoff = Backoff::exponential(Duration::from_secs(2), Duration::from_secs(60));
+/// let delays: Vec<u64> = (1..=7).map(|attempt| backoff.delay(attempt).as_secs()).collect();
+/// assert_eq!(delays, [2, 4, 8, 16, 32, 60, 60]);
+///
+/// let fixed = Backoff::fixed(Duration::from_secs(10));
+/// assert_eq!(fixed.delay(1), fixed.delay(9));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Backoff {
     base: Duration,
@@ -69,6 +86,27 @@ impl Backoff {
 }
 
 /// Settings of a [`Worker`].
+///
+/// # Examples
+///
+/// The struct is `#[non_exhaustive]`: start from the defaults and change fields.
+///
+/// ```
+/// use std::time::Duration;
+/// use tickless_durable::{Backoff, Queue, Worker, WorkerOptions};
+///
+/// /// Workers for video transcoding: few at once, minutes each, retried every 5 minutes.
+/// fn transcoder(queue: &Queue) -> Worker {
+///     let mut options = WorkerOptions::default();
+///     options.concurrency = 2;
+///     options.lease = Duration::from_secs(10 * 60);
+///     options.backoff = Backoff::fixed(Duration::from_secs(5 * 60));
+///     queue.worker(options)
+/// }
+///
+/// let defaults = WorkerOptions::default();
+/// assert_eq!((defaults.concurrency, defaults.lease), (32, Duration::from_secs(30)));
+/// ```
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct WorkerOptions {
@@ -95,6 +133,31 @@ impl Default for WorkerOptions {
 }
 
 /// One delivery of a job.
+///
+/// # Examples
+///
+/// Claiming and acknowledging by hand ([`Worker::run`] does this for a handler):
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use tickless_durable::{Queue, WorkerOptions};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), tickless_durable::Error> {
+/// # let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1/".into());
+/// let queue = Queue::connect(&url, "reviews").await?;
+/// queue.schedule("order:42", b"5 stars", Duration::ZERO).await?; // due now: ready at once
+///
+/// let mut worker = queue.worker(WorkerOptions::default());
+/// for job in worker.claim(10).await? {
+///     assert_eq!((job.id(), job.payload(), job.attempt()), ("order:42", &b"5 stars"[..], 1));
+///     assert!(job.claimed_at() >= job.due());
+///     println!("{} handled {:?} after its due time", job.id(), job.lag());
+///     assert!(worker.ack(&job).await?, "this delivery still held the job");
+/// }
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone, Debug)]
 pub struct Job {
     id: String,
@@ -142,6 +205,32 @@ impl Job {
 }
 
 /// What became of a failed delivery (see [`Worker::fail`]).
+///
+/// # Examples
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use tickless_durable::{Failed, Queue, WorkerOptions};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), tickless_durable::Error> {
+/// # let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1/".into());
+/// let queue = Queue::connect(&url, "emails").await?.with_max_attempts(2);
+/// queue.schedule("welcome:7", b"ann@example.com", Duration::ZERO).await?;
+/// let mut worker = queue.worker(WorkerOptions::default());
+///
+/// let first = worker.claim(1).await?.remove(0);
+/// let failed = worker.fail(&first, "smtp: 451 try again later").await?;
+/// assert_eq!(failed, Failed::Retried); // attempt 1 of 2: again after the backoff
+/// match failed {
+///     Failed::Retried => println!("{} retried after the backoff", first.id()),
+///     Failed::Dead => println!("{} is in the dead set", first.id()),
+///     Failed::LeaseLost => println!("{} is no longer ours", first.id()),
+///     _ => {}
+/// }
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Failed {
