@@ -35,6 +35,33 @@ use tokio::time::Instant;
 /// *not* cancel the callback: it still runs at its deadline (Netty's and Kafka's choice,
 /// and what fire-and-forget scheduling needs; a [`Sleep`](crate::Sleep), which is a
 /// future, cancels on drop instead).
+///
+/// # Examples
+///
+/// A request timeout that is cancelled when the response arrives in time:
+///
+/// ```
+/// use std::sync::atomic::{AtomicBool, Ordering};
+/// use std::sync::Arc;
+/// use std::time::Duration;
+///
+/// let timer = tickless::Timer::builder().manual_clock().build().unwrap();
+/// let timed_out = Arc::new(AtomicBool::new(false));
+/// let flag = timed_out.clone();
+/// let request_timeout = timer
+///     .schedule(Duration::from_secs(5), move || flag.store(true, Ordering::SeqCst))
+///     .unwrap();
+/// assert_eq!(request_timeout.deadline() - timer.now(), Duration::from_secs(5));
+///
+/// timer.advance(Duration::from_secs(1));
+/// // The response came: the timeout must not run.
+/// assert!(request_timeout.cancel());
+/// assert!(request_timeout.is_cancelled() && !request_timeout.has_fired());
+///
+/// timer.advance(Duration::from_secs(10));
+/// assert!(!timed_out.load(Ordering::SeqCst));
+/// assert_eq!(timer.pending(), 0);
+/// ```
 #[must_use = "dropping the handle does not cancel the callback; keep it to cancel, or use `let _ =`"]
 pub struct Scheduled {
     shard: Arc<Shard>,
@@ -263,6 +290,27 @@ impl Timer {
     /// it is cancelled before then (Kafka's task executor). The future runs as a task of
     /// its own, so it may take as long as it likes; cancelling after it was spawned
     /// returns `false` and does not stop it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use futures::channel::oneshot;
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let timer = tickless::Timer::current();
+    /// let (done_tx, done_rx) = oneshot::channel();
+    /// let _reminder = timer
+    ///     .spawn_after(Duration::from_secs(60), async move {
+    ///         // Anything async: a request, a database write...
+    ///         tickless::sleep(Duration::from_millis(10)).await;
+    ///         done_tx.send("reminder sent").unwrap();
+    ///     })
+    ///     .unwrap();
+    /// assert_eq!(done_rx.await, Ok("reminder sent"));
+    /// # }
+    /// ```
     ///
     /// # Errors
     ///

@@ -132,6 +132,35 @@ impl Queue {
     ///
     /// [`advance_manual_clock`]: Queue::advance_manual_clock
     ///
+    /// # Examples
+    ///
+    /// A test that a reminder an hour away is delivered after an hour, in no time, with
+    /// the leader stepped by hand ([`Leader::step`](super::Leader::step)):
+    ///
+    /// ```no_run
+    /// use std::time::{Duration, UNIX_EPOCH};
+    /// use tickless_durable::{LeaderOptions, Queue, WorkerOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), tickless_durable::Error> {
+    /// # let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1/".into());
+    /// let queue = Queue::connect(&url, "test-reminders").await?;
+    /// queue.set_manual_clock(Some(UNIX_EPOCH + Duration::from_secs(1_800_000_000))).await?;
+    /// queue.schedule("reminder:1", b"", Duration::from_secs(3600)).await?;
+    /// let mut leader = queue.leader(LeaderOptions::default());
+    /// let worker = queue.worker(WorkerOptions::default());
+    ///
+    /// leader.step().await?;
+    /// assert!(worker.try_claim(1).await?.is_empty(), "not due yet");
+    ///
+    /// queue.advance_manual_clock(Duration::from_secs(3600)).await?;
+    /// leader.step().await?;
+    /// let jobs = worker.try_claim(1).await?;
+    /// assert_eq!(jobs[0].id(), "reminder:1");
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
     /// # Errors
     ///
     /// [`Error::is_redis`].

@@ -30,6 +30,25 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 /// Settings of a [`Leader`].
+///
+/// # Examples
+///
+/// The struct is `#[non_exhaustive]`: start from the defaults and change fields.
+///
+/// ```
+/// use std::time::Duration;
+/// use tickless_durable::{Leader, LeaderOptions, Queue};
+///
+/// /// A leader named after its host, so that `inspect` and the dashboard say who leads.
+/// fn leader(queue: &Queue, host: &str) -> Leader {
+///     let mut options = LeaderOptions::default();
+///     options.name = Some(format!("{host}-{}", std::process::id()));
+///     options.busy_lease = Duration::from_secs(1); // fewer renewals, slower takeover
+///     queue.leader(options)
+/// }
+///
+/// assert_eq!(LeaderOptions::default().idle_lease, Duration::from_secs(60));
+/// ```
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct LeaderOptions {

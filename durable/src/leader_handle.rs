@@ -65,6 +65,31 @@ impl Lags {
 }
 
 /// What one leader process saw: see [`LeaderHandle::stats`].
+///
+/// # Examples
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use tickless_durable::{LeaderOptions, Queue, WorkerOptions};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), tickless_durable::Error> {
+/// # let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1/".into());
+/// let queue = Queue::connect(&url, "payouts").await?;
+/// let leader = queue.leader(LeaderOptions::default()).spawn();
+/// queue.schedule("payout:42", b"acct 42", Duration::from_millis(100)).await?;
+/// let _jobs = queue.worker(WorkerOptions::default()).claim(1).await?; // the leader moved it
+///
+/// let stats = leader.stats();
+/// assert!(stats.leading, "the only candidate leads");
+/// println!(
+///     "token {}, {} jobs promoted, lag p50 {:?} ms, p99 {:?} ms",
+///     stats.token, stats.promoted, stats.lag_p50_ms, stats.lag_p99_ms,
+/// );
+/// leader.stop().await?;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct LeaderStats {
@@ -91,6 +116,35 @@ pub struct LeaderStats {
 }
 
 /// A running [`Leader`](super::Leader): see what it does, stop it.
+///
+/// Made by [`Leader::spawn`](super::Leader::spawn). Dropping it ends the task without
+/// releasing the lease (candidates take over when the lease ends, as after a crash);
+/// [`stop`](LeaderHandle::stop) steps down at once.
+///
+/// # Examples
+///
+/// A health check, then a clean shutdown:
+///
+/// ```no_run
+/// use tickless_durable::{LeaderOptions, Queue};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), tickless_durable::Error> {
+/// # let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1/".into());
+/// let queue = Queue::connect(&url, "reviews").await?;
+/// let leader = queue.leader(LeaderOptions::default()).spawn();
+///
+/// // ... in a health check:
+/// let stats = leader.stats();
+/// if stats.errors > 0 {
+///     eprintln!("leader: {} failed calls, the last: {:?}", stats.errors, leader.last_error());
+/// }
+///
+/// // On shutdown: step down, so that a standby takes over without waiting for the lease.
+/// leader.stop().await?;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug)]
 pub struct LeaderHandle {
     pub(crate) shared: Arc<Shared>,

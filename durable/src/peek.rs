@@ -23,6 +23,29 @@ use std::time::{Duration, SystemTime};
 const MAX_MEMBERS: usize = 10_000;
 
 /// The jobs due within one time range of a queue's wheel: see [`Queue::due_buckets`].
+///
+/// # Examples
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use tickless_durable::Queue;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), tickless_durable::Error> {
+/// # let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1/".into());
+/// let queue = Queue::connect(&url, "reminders").await?;
+/// queue.schedule("reminder:1", b"", Duration::from_secs(3600)).await?;
+/// queue.schedule("reminder:2", b"", Duration::from_secs(3600)).await?;
+///
+/// let (buckets, truncated) = queue.due_buckets().await?;
+/// for bucket in &buckets {
+///     println!("{} due from {:?} within {:?}", bucket.jobs, bucket.start, bucket.width);
+/// }
+/// assert_eq!(buckets.iter().map(|b| b.jobs).sum::<u64>(), 2);
+/// assert!(!truncated);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct DueBucket {
@@ -187,6 +210,36 @@ pub(crate) const LAG_BOUNDS_MS: [u64; 8] = [1, 5, 10, 50, 100, 500, 1000, 5000];
 
 /// Running totals of a queue since it was created, kept in Redis by the scripts (so
 /// every process sees the same): see [`Queue::counters`].
+///
+/// # Examples
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use tickless_durable::Queue;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), tickless_durable::Error> {
+/// # let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1/".into());
+/// let queue = Queue::connect(&url, "receipts").await?;
+/// for id in ["receipt:1", "receipt:2", "receipt:1"] {
+///     queue.schedule(id, b"", Duration::from_secs(60)).await?;
+/// }
+/// let counters = queue.counters().await?;
+/// assert_eq!(counters.scheduled, 2, "an id already in use adds nothing");
+/// let (acked, delivered) = (counters.acked, counters.delivered);
+/// println!("{acked} of {delivered} deliveries acked, {} jobs died", counters.died);
+/// if counters.promoted > 0 {
+///     println!("mean promotion lag: {} ms", counters.lag_sum_ms / counters.promoted);
+/// }
+/// for (le_ms, n) in &counters.lag {
+///     match le_ms {
+///         Some(ms) => println!("lag <= {ms} ms: {n}"),
+///         None => println!("slower: {n}"),
+///     }
+/// }
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Counters {
@@ -323,6 +376,22 @@ const LAST_SCRIPT_ERROR: &str = "last_script_error";
 /// The names of the queues on the Redis server at `url`: every `tickless:{<name>}:meta`
 /// key, found with `SCAN` (a queue gets its meta key when a leader first runs on it).
 /// For tools such as `tickless-durable serve`; sorted.
+///
+/// # Examples
+///
+/// ```no_run
+/// use tickless_durable::Queue;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), tickless_durable::Error> {
+/// # let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1/".into());
+/// for name in tickless_durable::queue_names(&url).await? {
+///     let stats = Queue::connect(&url, &name).await?.stats().await?;
+///     println!("{name}: {} scheduled, {} dead", stats.scheduled, stats.dead);
+/// }
+/// # Ok(())
+/// # }
+/// ```
 ///
 /// # Errors
 ///

@@ -30,6 +30,30 @@ const PIPELINE_CALLS: usize = 32;
 /// [`Queue::schedule`] as it is. A job is never due earlier than asked: a time is rounded
 /// up to the millisecond; a delay is counted from Redis `TIME` to the microsecond, then
 /// rounded up.
+///
+/// # Examples
+///
+/// ```no_run
+/// use std::time::{Duration, SystemTime};
+/// use tickless_durable::{Queue, When};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), tickless_durable::Error> {
+/// # let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1/".into());
+/// let queue = Queue::connect(&url, "trials").await?;
+/// // A time, or a delay from now on the queue's clock: both convert into a `When`.
+/// let trial_ends = SystemTime::now() + Duration::from_secs(14 * 86_400);
+/// queue.schedule("trial-ends:7", b"user 7", trial_ends).await?;
+/// queue.schedule("trial-reminder:7", b"user 7", Duration::from_secs(13 * 86_400)).await?;
+///
+/// // Chosen at run time:
+/// let urgent = true;
+/// let when = if urgent { When::After(Duration::ZERO) } else { When::At(trial_ends) };
+/// queue.schedule("welcome:7", b"user 7", when).await?;
+/// assert_eq!(When::from(trial_ends), When::At(trial_ends));
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum When {
     /// Due at this time, judged by the queue's clock (Redis `TIME`).
@@ -84,6 +108,29 @@ impl When {
 ///
 /// For a cron schedule `Delay` and `Skip` do the same (one job, for the latest due
 /// occurrence; then the expression's next time after now): a cron grid cannot move.
+///
+/// # Examples
+///
+/// An hourly usage sweep for billing must run for every hour, even those missed while no
+/// leader ran:
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use tickless_durable::{CatchUp, Queue};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), tickless_durable::Error> {
+/// # let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1/".into());
+/// let queue = Queue::connect(&url, "billing").await?;
+/// let hour = Duration::from_secs(3600);
+/// queue.with_catch_up(CatchUp::Burst).every("usage-sweep", hour, b"").await?;
+///
+/// let schedules = queue.schedules().await?;
+/// let sweep = schedules.iter().find(|s| s.id == "usage-sweep").expect("just set");
+/// assert_eq!(sweep.catch_up, CatchUp::Burst);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum CatchUp {
@@ -420,6 +467,27 @@ impl Queue {
     /// A job due now or in the past is ready at once. The call is one atomic script of
     /// O(1) Redis work; see [`schedule_batch`](Queue::schedule_batch) for throughput.
     ///
+    /// # Examples
+    ///
+    /// The payload is bytes; the job id is what makes a retried call safe:
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use tickless_durable::Queue;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), tickless_durable::Error> {
+    /// # let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1/".into());
+    /// let queue = Queue::connect(&url, "carts").await?;
+    /// let payload = format!("cart=7;items={}", 3);
+    /// let added = queue.schedule("abandoned-cart:7", payload, Duration::from_secs(3600)).await?;
+    /// assert!(added);
+    /// // A retry after a lost answer (or a second event) adds nothing:
+    /// assert!(!queue.schedule("abandoned-cart:7", "cart=7", Duration::from_secs(3600)).await?);
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
     /// # Errors
     ///
     /// [`Error::is_invalid_id`], [`Error::is_payload_too_large`], [`Error::is_redis`] when
@@ -459,6 +527,26 @@ impl Queue {
     /// Schedules many jobs: 128 per script call, calls pipelined 32 at a time. Returns,
     /// in order, whether each was added (see [`schedule`](Queue::schedule)); an id given
     /// twice is added once.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use tickless_durable::{Queue, When};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), tickless_durable::Error> {
+    /// # let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1/".into());
+    /// let queue = Queue::connect(&url, "renewals").await?;
+    /// let ids: Vec<String> = (1..=1000).map(|n| format!("renewal:{n}")).collect();
+    /// let in_a_day = When::After(Duration::from_secs(86_400));
+    /// let added = queue
+    ///     .schedule_batch(ids.iter().map(|id| (id.as_str(), b"renew", in_a_day)))
+    ///     .await?;
+    /// assert_eq!(added.iter().filter(|&&added| added).count(), 1000);
+    /// # Ok(())
+    /// # }
+    /// ```
     ///
     /// # Errors
     ///
@@ -561,6 +649,26 @@ impl Queue {
     /// returns `true` if it was waiting (scheduled or ready, not yet delivered) and
     /// `false` if the id names no job, a job whose handler has it (in flight) or a dead
     /// job (see [`retry_dead`](Queue::retry_dead)). O(1) Redis work.
+    ///
+    /// # Examples
+    ///
+    /// An abandoned-cart reminder pushed back each time the customer comes back:
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use tickless_durable::Queue;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), tickless_durable::Error> {
+    /// # let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1/".into());
+    /// let queue = Queue::connect(&url, "carts").await?;
+    /// queue.schedule("abandoned-cart:8", b"cart=8", Duration::from_secs(3600)).await?;
+    /// // The customer is back: an hour from now, not from the first visit.
+    /// assert!(queue.reschedule("abandoned-cart:8", Duration::from_secs(3600)).await?);
+    /// assert!(!queue.reschedule("abandoned-cart:9", Duration::from_secs(3600)).await?, "no such job");
+    /// # Ok(())
+    /// # }
+    /// ```
     ///
     /// # Errors
     ///

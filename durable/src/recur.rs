@@ -12,6 +12,31 @@ use std::str::FromStr as _;
 use std::time::{Duration, SystemTime};
 
 /// How a recurring schedule recurs.
+///
+/// # Examples
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use tickless_durable::{Queue, Recurrence};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), tickless_durable::Error> {
+/// # let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1/".into());
+/// let queue = Queue::connect(&url, "reports").await?;
+/// queue.cron("nightly", "0 2 * * *", "Europe/Paris", b"").await?;
+/// queue.every("heartbeat", Duration::from_secs(60), b"").await?;
+///
+/// for schedule in queue.schedules().await? {
+///     let how = match &schedule.recurrence {
+///         Recurrence::Every(period) => format!("every {period:?}"),
+///         Recurrence::Cron { expression, zone } => format!("at {expression} in {zone}"),
+///         _ => "another way".to_string(),
+///     };
+///     println!("{}: {how}", schedule.id);
+/// }
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Recurrence {
@@ -27,6 +52,29 @@ pub enum Recurrence {
 }
 
 /// One recurring schedule, from [`Queue::schedules`].
+///
+/// # Examples
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use tickless_durable::{CatchUp, Queue, Recurrence};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), tickless_durable::Error> {
+/// # let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1/".into());
+/// let queue = Queue::connect(&url, "monitoring").await?;
+/// queue.every("heartbeat", Duration::from_secs(60), b"ping").await?;
+///
+/// let schedules = queue.schedules().await?;
+/// let heartbeat = schedules.iter().find(|s| s.id == "heartbeat").expect("just set");
+/// assert_eq!(heartbeat.recurrence, Recurrence::Every(Duration::from_secs(60)));
+/// assert_eq!((heartbeat.catch_up, heartbeat.max_attempts), (CatchUp::Skip, 5));
+/// assert_eq!(heartbeat.payload, b"ping");
+/// let next = heartbeat.next.expect("a period from when it was set");
+/// assert!(next.duration_since(heartbeat.last).unwrap() >= Duration::from_secs(60));
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct ScheduleInfo {
@@ -185,6 +233,26 @@ impl Queue {
     /// however leaders come and go, and none before its time. Missed occurrences follow
     /// [`with_catch_up`](Queue::with_catch_up) ([`CatchUp::Skip`] by default); jobs get
     /// [`with_max_attempts`](Queue::with_max_attempts)'s attempts.
+    ///
+    /// # Examples
+    ///
+    /// Set at every start of the application: only the first call changes anything.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use tickless_durable::Queue;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), tickless_durable::Error> {
+    /// # let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1/".into());
+    /// let queue = Queue::connect(&url, "cleanup").await?;
+    /// let set = queue.every("purge-sessions", Duration::from_secs(15 * 60), b"").await?;
+    /// assert!(set, "new");
+    /// assert!(!queue.every("purge-sessions", Duration::from_secs(15 * 60), b"").await?);
+    /// // Workers get jobs named "purge-sessions@<ms>", one every 15 minutes.
+    /// # Ok(())
+    /// # }
+    /// ```
     ///
     /// # Errors
     ///

@@ -41,6 +41,23 @@ const PAGE: usize = 256;
 const READY_PAGE: isize = 10_000;
 
 /// What a repair pass fixed (see [`Queue::repair`]).
+///
+/// # Examples
+///
+/// ```no_run
+/// use tickless_durable::{Queue, Repaired};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), tickless_durable::Error> {
+/// # let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1/".into());
+/// let queue = Queue::connect(&url, "reviews").await?;
+/// let repaired = queue.repair().await?;
+/// if repaired != Repaired::default() {
+///     println!("put back {} jobs, removed {} stale entries", repaired.placed, repaired.removed);
+/// }
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Repaired {

@@ -71,6 +71,36 @@ impl Reply {
 }
 
 /// Where a job is.
+///
+/// # Examples
+///
+/// An operator's look at a job that failed its last attempt, and a second chance:
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use tickless_durable::{JobState, Queue, WorkerOptions};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), tickless_durable::Error> {
+/// # let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1/".into());
+/// let queue = Queue::connect(&url, "exports").await?.with_max_attempts(1);
+/// queue.schedule("export:9", b"s3://bucket/9.csv", Duration::ZERO).await?;
+/// let mut worker = queue.worker(WorkerOptions::default());
+/// let job = worker.claim(1).await?.remove(0);
+/// worker.fail(&job, "access denied").await?; // its only attempt
+///
+/// let info = queue.job("export:9").await?.expect("dead jobs are kept");
+/// match info.state {
+///     JobState::Dead => println!("{} died: {:?}", info.id, info.last_error),
+///     JobState::InFlight => println!("{} is running until {:?}", info.id, info.lease_ends),
+///     state => println!("{} is {state:?}, due {:?}", info.id, info.due),
+/// }
+/// assert_eq!(info.state, JobState::Dead);
+/// assert!(queue.retry_dead("export:9").await?);
+/// assert_eq!(queue.job("export:9").await?.unwrap().state, JobState::Ready);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum JobState {
@@ -86,6 +116,27 @@ pub enum JobState {
 }
 
 /// What the queue holds for one job (see [`Queue::job`](super::Queue::job)).
+///
+/// # Examples
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use tickless_durable::{JobState, Queue};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), tickless_durable::Error> {
+/// # let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1/".into());
+/// let queue = Queue::connect(&url, "surveys").await?;
+/// queue.schedule("survey:42", b"order 42", Duration::from_secs(7 * 86_400)).await?;
+///
+/// let info = queue.job("survey:42").await?.expect("just scheduled");
+/// assert_eq!(info.state, JobState::Scheduled);
+/// assert_eq!((info.attempts, info.max_attempts), (0, 5));
+/// assert_eq!(info.payload, b"order 42");
+/// assert!(queue.job("survey:43").await?.is_none());
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct JobInfo {

@@ -9,6 +9,28 @@ use std::time::{Duration, SystemTime};
 /// The counts come from one pipeline of reads, not one atomic snapshot. `ready` counts
 /// entries of the ready list, which may include a few stale ones of jobs cancelled while
 /// ready (dropped by the next claim); `scheduled` is what remains of all records.
+///
+/// # Examples
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use tickless_durable::Queue;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), tickless_durable::Error> {
+/// # let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1/".into());
+/// let queue = Queue::connect(&url, "invoices").await?;
+/// queue.schedule("invoice:1001", b"", Duration::from_secs(30 * 86_400)).await?;
+///
+/// let stats = queue.stats().await?;
+/// assert_eq!((stats.scheduled, stats.ready, stats.in_flight, stats.dead), (1, 0, 0, 0));
+/// match &stats.leader {
+///     Some(name) => println!("led by {name}, lease ends {:?}", stats.lease_ends),
+///     None => println!("no leader: due jobs wait for one"),
+/// }
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct Stats {

@@ -34,7 +34,8 @@ use tokio::time::Instant;
 /// is drawn from a range below it, so that jobs which failed together (a database down
 /// for a minute) do not all come back in the same millisecond. The draw is a hash of
 /// the job's id and attempt: different jobs spread over the range, and the same job and
-/// attempt always get the same delay, so tests (on a manual clock) are deterministic.
+/// attempt always get the same delay, so tests (on a manual clock) are deterministic. A
+/// worker's backoff is [`WorkerOptions::backoff`].
 ///
 /// # Examples
 ///
@@ -145,6 +146,27 @@ fn spread(id: &str, attempt: u32) -> u64 {
 }
 
 /// Settings of a [`Worker`].
+///
+/// # Examples
+///
+/// The struct is `#[non_exhaustive]`: start from the defaults and change fields.
+///
+/// ```
+/// use std::time::Duration;
+/// use tickless_durable::{Backoff, Queue, Worker, WorkerOptions};
+///
+/// /// Workers for video transcoding: few at once, minutes each, retried every 5 minutes.
+/// fn transcoder(queue: &Queue) -> Worker {
+///     let mut options = WorkerOptions::default();
+///     options.concurrency = 2;
+///     options.lease = Duration::from_secs(10 * 60);
+///     options.backoff = Backoff::fixed(Duration::from_secs(5 * 60));
+///     queue.worker(options)
+/// }
+///
+/// let defaults = WorkerOptions::default();
+/// assert_eq!((defaults.concurrency, defaults.lease), (32, Duration::from_secs(30)));
+/// ```
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct WorkerOptions {
@@ -174,6 +196,31 @@ impl Default for WorkerOptions {
 }
 
 /// One delivery of a job.
+///
+/// # Examples
+///
+/// Claiming and acknowledging by hand ([`Worker::run`] does this for a handler):
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use tickless_durable::{Queue, WorkerOptions};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), tickless_durable::Error> {
+/// # let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1/".into());
+/// let queue = Queue::connect(&url, "reviews").await?;
+/// queue.schedule("order:42", b"5 stars", Duration::ZERO).await?; // due now: ready at once
+///
+/// let mut worker = queue.worker(WorkerOptions::default());
+/// for job in worker.claim(10).await? {
+///     assert_eq!((job.id(), job.payload(), job.attempt()), ("order:42", &b"5 stars"[..], 1));
+///     assert!(job.claimed_at() >= job.due());
+///     println!("{} handled {:?} after its due time", job.id(), job.lag());
+///     assert!(worker.ack(&job).await?, "this delivery still held the job");
+/// }
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone, Debug)]
 pub struct Job {
     id: String,
@@ -221,6 +268,32 @@ impl Job {
 }
 
 /// What became of a failed delivery (see [`Worker::fail`]).
+///
+/// # Examples
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use tickless_durable::{Failed, Queue, WorkerOptions};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), tickless_durable::Error> {
+/// # let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1/".into());
+/// let queue = Queue::connect(&url, "emails").await?.with_max_attempts(2);
+/// queue.schedule("welcome:7", b"ann@example.com", Duration::ZERO).await?;
+/// let mut worker = queue.worker(WorkerOptions::default());
+///
+/// let first = worker.claim(1).await?.remove(0);
+/// let failed = worker.fail(&first, "smtp: 451 try again later").await?;
+/// assert_eq!(failed, Failed::Retried); // attempt 1 of 2: again after the backoff
+/// match failed {
+///     Failed::Retried => println!("{} retried after the backoff", first.id()),
+///     Failed::Dead => println!("{} is in the dead set", first.id()),
+///     Failed::LeaseLost => println!("{} is no longer ours", first.id()),
+///     _ => {}
+/// }
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Failed {

@@ -97,6 +97,27 @@ use tokio::time::Instant;
 /// What a purgatory's keys must be: hashable, comparable, and shareable between the
 /// threads that watch, check and expire (an operation keeps its keys, to leave them all
 /// when it ends). Implemented for every type that is.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tickless::purgatory::Purgatory;
+///
+/// #[derive(Clone, Debug, Hash, PartialEq, Eq)]
+/// struct Partition {
+///     topic: String,
+///     index: u32,
+/// }
+///
+/// let timer = tickless::Timer::builder().manual_clock().build()?;
+/// let produce: Purgatory<Partition, ()> = Purgatory::with_timer(timer);
+/// let orders_0 = Partition { topic: "orders".into(), index: 0 };
+/// let _request = produce.watch([orders_0.clone()], Duration::from_secs(1), || None);
+/// assert_eq!(produce.watched(), 1);
+/// assert_eq!(produce.check(&orders_0), 0, "its condition does not hold yet");
+/// # Ok::<(), tickless::BuildError>(())
+/// ```
 pub trait Key: Hash + Eq + Clone + Send + Sync + 'static {}
 
 impl<K: Hash + Eq + Clone + Send + Sync + 'static> Key for K {}
@@ -257,6 +278,63 @@ impl<T, F: FnMut() -> Option<T> + Send> Condition<T> for Closure<F> {
 /// neither). They run on the thread that ended the operation: a checker's, or the timer's
 /// driver for an expiry, with no lock held. [`try_complete`](Self::try_complete) is never
 /// run on two threads at once.
+///
+/// # Examples
+///
+/// A consumer's fetch that answers once enough bytes are in the log, or with nothing when
+/// its wait is over:
+///
+/// ```
+/// use std::sync::atomic::{AtomicU64, Ordering};
+/// use std::sync::{mpsc, Arc};
+/// use std::time::Duration;
+/// use tickless::purgatory::{DelayedOperation, Purgatory};
+///
+/// struct Fetch {
+///     log_end: Arc<AtomicU64>,
+///     offset: u64,
+///     min_bytes: u64,
+///     respond: mpsc::Sender<Option<u64>>,
+/// }
+///
+/// impl DelayedOperation for Fetch {
+///     type Output = u64;
+///
+///     fn try_complete(&mut self) -> Option<u64> {
+///         let available = self.log_end.load(Ordering::SeqCst) - self.offset;
+///         (available >= self.min_bytes).then_some(available)
+///     }
+///
+///     fn on_complete(&mut self, bytes: u64) {
+///         let _ = self.respond.send(Some(bytes));
+///     }
+///
+///     fn on_expiration(&mut self) {
+///         let _ = self.respond.send(None);
+///     }
+/// }
+///
+/// let timer = tickless::Timer::builder().manual_clock().build()?;
+/// let fetches = Purgatory::with_timer(timer.clone());
+/// let log_end = Arc::new(AtomicU64::new(0));
+/// let (respond, responses) = mpsc::channel();
+/// let fetch = |offset| Fetch {
+///     log_end: log_end.clone(),
+///     offset,
+///     min_bytes: 100,
+///     respond: respond.clone(),
+/// };
+///
+/// fetches.watch_operation(["orders-0"], Duration::from_millis(500), fetch(0));
+/// log_end.store(120, Ordering::SeqCst); // a produce request appended 120 bytes
+/// assert_eq!(fetches.check(&"orders-0"), 1);
+/// assert_eq!(responses.try_recv(), Ok(Some(120)));
+///
+/// fetches.watch_operation(["orders-0"], Duration::from_millis(500), fetch(120));
+/// timer.advance(Duration::from_millis(500));
+/// assert_eq!(responses.try_recv(), Ok(None), "expired");
+/// # Ok::<(), tickless::BuildError>(())
+/// ```
 pub trait DelayedOperation: Send + 'static {
     /// What the operation completes with.
     type Output: Send + 'static;
@@ -627,6 +705,42 @@ fn could_not_watch(error: &Error) -> ! {
 /// A handle to a watched operation: force it, cancel it, ask whether it ended. Made by
 /// [`Purgatory::watch_operation`] for a [`DelayedOperation`]; dropping it leaves the
 /// operation watched. A [`Watch`] (the future of [`Purgatory::watch`]) derefs to one.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::mpsc;
+/// use std::time::Duration;
+/// use tickless::purgatory::{DelayedOperation, Purgatory};
+///
+/// /// A write that waits for its segment to be flushed to disk.
+/// struct AwaitFlush(mpsc::Sender<&'static str>);
+///
+/// impl DelayedOperation for AwaitFlush {
+///     type Output = &'static str;
+///
+///     fn try_complete(&mut self) -> Option<&'static str> {
+///         None // completed only by force, below
+///     }
+///
+///     fn on_complete(&mut self, how: &'static str) {
+///         let _ = self.0.send(how);
+///     }
+/// }
+///
+/// let timer = tickless::Timer::builder().manual_clock().build()?;
+/// let flushes = Purgatory::with_timer(timer);
+/// let (tx, rx) = mpsc::channel();
+/// let write = flushes.watch_operation(["segment-3"], Duration::from_secs(60), AwaitFlush(tx));
+///
+/// // Shutting down: answer every waiting write now.
+/// assert_eq!(write.force_complete("shutting down"), Ok(()));
+/// assert!(write.is_done());
+/// assert_eq!(rx.try_recv(), Ok("shutting down"));
+/// assert_eq!(write.force_complete("again"), Err("again"), "it had ended");
+/// assert!(!write.cancel());
+/// # Ok::<(), tickless::BuildError>(())
+/// ```
 pub struct OperationHandle<K: Key, T: Send + 'static> {
     entry: Arc<Entry<K, T>>,
     inner: Shared<Inner<K, T>>,
@@ -689,6 +803,27 @@ impl<K: Key, T: Send + 'static> fmt::Debug for OperationHandle<K, T> {
 /// key and from the timer. It derefs to its [`OperationHandle`], for
 /// [`force_complete`](OperationHandle::force_complete),
 /// [`cancel`](OperationHandle::cancel) and [`is_done`](OperationHandle::is_done).
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tickless::purgatory::{Outcome, Purgatory};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let acks: Purgatory<&str, u64> = Purgatory::new();
+/// let first = acks.watch(["p0"], Duration::from_secs(1), || None);
+/// let second = acks.watch(["p0", "p1"], Duration::from_secs(1), || None);
+/// assert_eq!((acks.delayed(), acks.watched()), (2, 3));
+///
+/// drop(second); // the client went away: withdrawn from both keys and from the timer
+/// assert_eq!((acks.delayed(), acks.watched()), (1, 1));
+///
+/// first.force_complete(7).unwrap(); // through its `OperationHandle`
+/// assert_eq!(first.await, Outcome::Completed(7));
+/// # }
+/// ```
 #[must_use = "dropping it withdraws the operation"]
 pub struct Watch<K: Key, T: Send + 'static> {
     handle: OperationHandle<K, T>,

@@ -63,6 +63,28 @@ const CANCEL: u32 = 16;
 const FORCE: u32 = 32;
 
 /// How a watched operation ended.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tickless::purgatory::{Outcome, Purgatory};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let replicas: Purgatory<&str, u64> = Purgatory::new();
+/// let acked = replicas.watch(["replica-2"], Duration::from_millis(100), || None);
+/// let outcome = acked.await; // nothing checks "replica-2" in time
+/// let reply = match &outcome {
+///     Outcome::Completed(offset) => format!("acked up to {offset}"),
+///     Outcome::Expired => "request timed out".to_string(),
+///     Outcome::Cancelled => "request withdrawn".to_string(),
+/// };
+/// assert_eq!(reply, "request timed out");
+/// assert!(outcome.is_expired());
+/// assert_eq!(outcome.completed(), None);
+/// # }
+/// ```
 #[derive(Debug, PartialEq, Eq)]
 pub enum Outcome<T> {
     /// Its condition held (or it was completed by force), with this value.

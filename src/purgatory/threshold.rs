@@ -473,6 +473,29 @@ fn could_not_wait(error: &Error) -> ! {
 /// A handle to a threshold wait: cancel it, ask whether it ended. Made by
 /// [`ThresholdPurgatory::wait_then`]; dropping it leaves the wait in place. A
 /// [`ThresholdWait`] (the future of [`ThresholdPurgatory::wait`]) derefs to one.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::mpsc;
+/// use std::time::Duration;
+/// use tickless::purgatory::{Outcome, ThresholdPurgatory};
+///
+/// let timer = tickless::Timer::builder().manual_clock().build()?;
+/// let committed = ThresholdPurgatory::with_timer(timer);
+/// let (tx, rx) = mpsc::channel();
+/// let respond = move |outcome| drop(tx.send(outcome));
+///
+/// let commit = committed.wait_then("log", 10, Duration::from_secs(1), respond.clone());
+/// committed.advance(&"log", 12);
+/// assert!(commit.is_done());
+/// assert_eq!(rx.try_recv(), Ok(Outcome::Completed(12)));
+///
+/// let later = committed.wait_then("log", 20, Duration::from_secs(1), respond);
+/// assert!(later.cancel());
+/// assert_eq!(rx.try_recv(), Ok(Outcome::Cancelled));
+/// # Ok::<(), tickless::BuildError>(())
+/// ```
 pub struct ThresholdHandle<K: Key> {
     waiter: Listed<K>,
     inner: Arc<Inner<K>>,
@@ -503,6 +526,25 @@ impl<K: Key> fmt::Debug for ThresholdHandle<K> {
 /// Made by [`ThresholdPurgatory::wait`]; dropping it before it resolves withdraws the wait.
 /// It derefs to its [`ThresholdHandle`], for [`cancel`](ThresholdHandle::cancel) and
 /// [`is_done`](ThresholdHandle::is_done).
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use tickless::purgatory::{Outcome, ThresholdPurgatory};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let high_watermark = ThresholdPurgatory::new();
+/// high_watermark.advance(&"orders-0", 90);
+/// let acked = high_watermark.wait("orders-0", 100, Duration::from_millis(50));
+/// assert_eq!(high_watermark.waiting(), 1);
+/// // No replica catches up within 50 ms:
+/// assert_eq!(acked.await, Outcome::Expired);
+/// assert_eq!(high_watermark.waiting(), 0);
+/// assert_eq!(high_watermark.value(&"orders-0"), 90);
+/// # }
+/// ```
 #[must_use = "dropping it withdraws the wait"]
 pub struct ThresholdWait<K: Key> {
     handle: ThresholdHandle<K>,

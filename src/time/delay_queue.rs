@@ -20,6 +20,35 @@ use tokio::time::Instant;
 /// [`try_remove`](DelayQueue::try_remove) gives `None` rather than another item. Keys stay
 /// valid through [`compact`](DelayQueue::compact). Two keys are equal when they name the
 /// same item.
+///
+/// # Examples
+///
+/// A cache whose entries expire 10 s after their last use keeps each entry's key, to
+/// push its deadline back:
+///
+/// ```
+/// use std::collections::HashMap;
+/// use std::time::Duration;
+/// use tickless::delay_queue::{DelayQueue, Key};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let mut expiries = DelayQueue::new();
+/// let mut cache: HashMap<&str, (u32, Key)> = HashMap::new();
+/// let key = expiries.insert("user:1", Duration::from_secs(10));
+/// cache.insert("user:1", (42, key));
+///
+/// // A hit: ten more seconds.
+/// let (_, key) = cache["user:1"];
+/// expiries.reset(&key, Duration::from_secs(10));
+///
+/// // Evicted by hand: the key is stale from now on, even if its slot is reused.
+/// let (_, key) = cache.remove("user:1").unwrap();
+/// assert_eq!(expiries.remove(&key).into_inner(), "user:1");
+/// expiries.insert("user:2", Duration::from_secs(10));
+/// assert!(expiries.try_remove(&key).is_none());
+/// # }
+/// ```
 #[derive(Clone, Copy, Debug)]
 pub struct Key {
     /// Where the item was when the key was made; after a compaction, a hint only.
@@ -44,6 +73,27 @@ impl Hash for Key {
 
 /// An item whose deadline has passed, from [`DelayQueue::poll_expired`] or
 /// [`DelayQueue::remove`].
+///
+/// # Examples
+///
+/// ```
+/// use futures::StreamExt;
+/// use std::time::Duration;
+/// use tickless::{DelayQueue, Instant};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let mut retries = DelayQueue::new();
+/// let deadline = Instant::now() + Duration::from_millis(250);
+/// let key = retries.insert_at(("GET /orders", 2), deadline);
+///
+/// let expired = retries.next().await.expect("one item");
+/// assert_eq!(expired.deadline(), deadline);
+/// assert_eq!(expired.key(), key);
+/// let (request, attempt) = expired.into_inner();
+/// assert_eq!((request, attempt), ("GET /orders", 2));
+/// # }
+/// ```
 #[derive(Debug)]
 pub struct Expired<T> {
     data: T,

@@ -23,6 +23,26 @@ const MISSED_AFTER: Duration = Duration::from_millis(5);
 /// | [`Burst`](Self::Burst) | 10, 20, 30 at once, then 40, 50, ... |
 /// | [`Delay`](Self::Delay) | 10 at once, then 45, 55, ... (the period restarts from now) |
 /// | [`Skip`](Self::Skip) | 10 at once, then 40, 50, ... (missed ticks are dropped) |
+///
+/// # Examples
+///
+/// A status report every 10 ms that should not catch up in a burst after a stall:
+///
+/// ```
+/// use std::time::Duration;
+/// use tickless::MissedTickBehavior;
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let mut interval = tickless::interval(Duration::from_millis(10));
+/// interval.set_missed_tick_behavior(MissedTickBehavior::Skip);
+/// let start = interval.tick().await;
+///
+/// tickless::sleep(Duration::from_millis(35)).await; // a stall: ticks 10, 20, 30 are late
+/// assert_eq!(interval.tick().await - start, Duration::from_millis(10));
+/// assert_eq!(interval.tick().await - start, Duration::from_millis(40), "20 and 30 skipped");
+/// # }
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum MissedTickBehavior {
     /// Ticks as fast as possible until caught up. The default.
@@ -56,6 +76,40 @@ impl MissedTickBehavior {
 /// Unlike tokio's, an `Interval` is `Unpin` and allocates nothing, and its instants are
 /// exact to the nanosecond however far they lie (up to a million years, where the
 /// `Instant`s it returns saturate).
+///
+/// # Examples
+///
+/// Flushing a buffer every 100 ms: the first tick completes at once, each next one a
+/// period after the previous one was scheduled.
+///
+/// ```
+/// use std::time::Duration;
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let mut flush = tickless::interval(Duration::from_millis(100));
+/// let mut flushed_at = Vec::new();
+/// for _ in 0..3 {
+///     let at = flush.tick().await;
+///     flushed_at.push(at);
+/// }
+/// assert_eq!(flushed_at[2] - flushed_at[0], Duration::from_millis(200));
+/// assert_eq!(flush.period(), Duration::from_millis(100));
+/// # }
+/// ```
+///
+/// As a [`Stream`], with `futures`' `StreamExt`:
+///
+/// ```
+/// use futures::StreamExt;
+/// use std::time::Duration;
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let ticks: Vec<_> = tickless::interval(Duration::from_secs(1)).take(3).collect().await;
+/// assert_eq!(ticks[2] - ticks[0], Duration::from_secs(2));
+/// # }
+/// ```
 #[derive(Debug)]
 pub struct Interval {
     /// The timer entry for `next`, by tick.
@@ -119,6 +173,26 @@ impl Interval {
     }
 
     /// Makes the next tick due one period from now.
+    ///
+    /// # Examples
+    ///
+    /// A heartbeat that is only needed when nothing else was sent for a period:
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tickless::Instant;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let mut heartbeat = tickless::interval(Duration::from_secs(1));
+    /// heartbeat.tick().await;
+    /// tickless::sleep(Duration::from_millis(600)).await;
+    /// // A message went out: the next heartbeat is a full period from now.
+    /// heartbeat.reset();
+    /// let sent = Instant::now();
+    /// assert_eq!(heartbeat.tick().await - sent, Duration::from_secs(1));
+    /// # }
+    /// ```
     pub fn reset(&mut self) {
         self.reset_after(self.period);
     }

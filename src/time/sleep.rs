@@ -32,6 +32,40 @@ const DUE: usize = OWNER_B;
 /// If the tokio runtime driving its timer shuts down while it waits, it is not lost: its
 /// next poll starts a driver thread for that timer, and it completes at its deadline on
 /// the real clock.
+///
+/// # Examples
+///
+/// A batch that is sent when it holds 10 items or 50 ms after it was started, whichever
+/// comes first: the `Sleep` is kept across loop turns and polled by reference.
+///
+/// ```
+/// use futures::StreamExt;
+/// use std::time::Duration;
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let (tx, mut rx) = futures::channel::mpsc::unbounded::<u32>();
+/// tx.unbounded_send(1).unwrap();
+/// tx.unbounded_send(2).unwrap();
+///
+/// let mut batch = Vec::new();
+/// let mut linger = tickless::sleep(Duration::from_millis(50));
+/// loop {
+///     tokio::select! {
+///         Some(item) = rx.next() => {
+///             batch.push(item);
+///             if batch.len() == 10 {
+///                 break;
+///             }
+///         }
+///         () = &mut linger => break,
+///     }
+/// }
+/// assert_eq!(batch, [1, 2]);
+/// assert!(linger.is_elapsed());
+/// # drop(tx);
+/// # }
+/// ```
 #[must_use = "futures do nothing unless you `.await` or poll them"]
 pub struct Sleep {
     /// Its entry, on the shard of the thread that made it.
@@ -74,6 +108,20 @@ impl Sleep {
     }
 
     /// The instant at which this future completes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tickless::Instant;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let deadline = Instant::now() + Duration::from_secs(5);
+    /// let sleep = tickless::sleep_until(deadline);
+    /// assert_eq!(sleep.deadline(), deadline);
+    /// # }
+    /// ```
     pub fn deadline(&self) -> Instant {
         self.registration.clock().instant_at_offset(self.deadline)
     }

@@ -26,6 +26,43 @@ pin_project! {
     /// `Unpin` whenever `F` is: the deadline is an (always `Unpin`) [`Sleep`], or, until
     /// the inner future first returns `Pending`, just an instant. It is 24 bytes plus the
     /// inner future's size (padded): `Timeout<Ready<()>>` is 32 bytes.
+    ///
+    /// # Examples
+    ///
+    /// Waiting at most 100 ms for a reply, and telling a late reply from a lost one:
+    ///
+    /// ```
+    /// use futures::channel::oneshot;
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let (reply_tx, reply_rx) = oneshot::channel::<String>();
+    /// // ... reply_tx went to a responder that never answers ...
+    /// let outcome = match tickless::timeout(Duration::from_millis(100), reply_rx).await {
+    ///     Ok(Ok(reply)) => reply,
+    ///     Ok(Err(oneshot::Canceled)) => "the responder went away".to_string(),
+    ///     Err(elapsed) => format!("no reply: {elapsed}"),
+    /// };
+    /// assert_eq!(outcome, "no reply: deadline has elapsed");
+    /// # drop(reply_tx);
+    /// # }
+    /// ```
+    ///
+    /// The wrapped future can be taken back, for instance to wait longer after logging:
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let slow = tickless::sleep(Duration::from_millis(300));
+    /// let mut first_try = tickless::timeout(Duration::from_millis(100), slow);
+    /// assert!((&mut first_try).await.is_err());
+    /// let slow = first_try.into_inner(); // the timer is cancelled, the sleep kept
+    /// assert!(tickless::timeout(Duration::from_millis(500), slow).await.is_ok());
+    /// # }
+    /// ```
     #[must_use = "futures do nothing unless you `.await` or poll them"]
     pub struct Timeout<F> {
         #[pin]

@@ -63,6 +63,32 @@ static RUNTIME_DEFAULTS: Mutex<Vec<(Id, Timer)>> = Mutex::new(Vec::new());
 static PROCESS_DEFAULT: OnceLock<Timer> = OnceLock::new();
 
 /// Restores the previously current timer when dropped. Returned by [`Timer::enter`].
+///
+/// It is not `Send`: it restores the thread it was made on.
+///
+/// # Examples
+///
+/// Code written against the free functions runs on a manual clock in a test:
+///
+/// ```
+/// use std::time::Duration;
+/// use tickless::Timer;
+///
+/// fn start_request_timer() -> tickless::Sleep {
+///     tickless::sleep(Duration::from_secs(30))
+/// }
+///
+/// let timer = Timer::builder().manual_clock().build()?;
+/// let sleep = {
+///     let _guard = timer.enter();
+///     start_request_timer() // on `timer`, since it is current here
+/// };
+/// assert!(!Timer::current().same_timer(&timer), "no longer current");
+/// let waited = std::thread::spawn(move || futures::executor::block_on(sleep));
+/// timer.advance(Duration::from_secs(30));
+/// waited.join().unwrap();
+/// # Ok::<(), tickless::BuildError>(())
+/// ```
 #[must_use = "the timer stops being current when the guard is dropped"]
 #[derive(Debug)]
 pub struct EnterGuard {

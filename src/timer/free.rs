@@ -100,6 +100,25 @@ pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoF
 ///
 /// Same meaning as `tokio::time::timeout_at`; see [`timeout`]. Nothing is read or
 /// registered until the future first returns `Pending`.
+///
+/// # Examples
+///
+/// One deadline shared by every step of a request:
+///
+/// ```
+/// use std::time::Duration;
+/// use tickless::Instant;
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let deadline = Instant::now() + Duration::from_millis(100);
+/// let lookup = tickless::timeout_at(deadline, tickless::sleep(Duration::from_millis(60)));
+/// assert!(lookup.await.is_ok());
+/// let fetch = tickless::timeout_at(deadline, tickless::sleep(Duration::from_millis(60)));
+/// assert!(fetch.await.is_err(), "only 40 ms were left");
+/// assert!(Instant::now() >= deadline);
+/// # }
+/// ```
 pub fn timeout_at<F: IntoFuture>(deadline: Instant, future: F) -> Timeout<F::IntoFuture> {
     Timeout::new(future.into_future(), Delay::until(deadline))
 }
@@ -135,6 +154,24 @@ pub fn interval(period: Duration) -> Interval {
 /// # Panics
 ///
 /// If `period` is zero, as tokio does. [`Timer::try_interval_at`] returns an error instead.
+///
+/// # Examples
+///
+/// A poll every 5 s that starts 5 s from now, not at once:
+///
+/// ```
+/// use std::time::Duration;
+/// use tickless::Instant;
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let period = Duration::from_secs(5);
+/// let start = Instant::now() + period;
+/// let mut poll = tickless::interval_at(start, period);
+/// assert_eq!(poll.tick().await, start);
+/// assert_eq!(poll.tick().await, start + period);
+/// # }
+/// ```
 #[track_caller]
 pub fn interval_at(start: Instant, period: Duration) -> Interval {
     Timer::current().interval_at(start, period)
@@ -153,6 +190,30 @@ impl<T> DelayQueue<T> {
 
     /// An empty queue with room for `capacity` items, on `timer`: its tick, its wheel
     /// size and its driver.
+    ///
+    /// # Examples
+    ///
+    /// On a [manual clock](crate::Builder::manual_clock), a test moves time itself and
+    /// needs no runtime:
+    ///
+    /// ```
+    /// use std::task::{Context, Poll, Waker};
+    /// use std::time::Duration;
+    /// use tickless::{DelayQueue, Timer};
+    ///
+    /// let timer = Timer::builder().manual_clock().build()?;
+    /// let mut sessions = DelayQueue::with_timer(timer.clone(), 16);
+    /// sessions.insert("session 7", Duration::from_secs(30 * 60));
+    ///
+    /// let mut cx = Context::from_waker(Waker::noop());
+    /// assert!(sessions.poll_expired(&mut cx).is_pending());
+    /// timer.advance(Duration::from_secs(30 * 60));
+    /// let Poll::Ready(Some(expired)) = sessions.poll_expired(&mut cx) else {
+    ///     panic!("due after 30 minutes");
+    /// };
+    /// assert_eq!(expired.into_inner(), "session 7");
+    /// # Ok::<(), tickless::BuildError>(())
+    /// ```
     pub fn with_timer(timer: Timer, capacity: usize) -> DelayQueue<T> {
         DelayQueue::on_shard(timer.shard().clone(), capacity)
     }
