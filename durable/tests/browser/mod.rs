@@ -150,15 +150,16 @@ impl Browser {
         }
     }
 
-    fn wait_for_load(&self) {
+    fn wait_for_load(&self, what: &str) {
         let deadline = Instant::now() + LIMIT;
-        while self.next(deadline, "loading a page")["method"] != json!("Page.loadEventFired") {}
+        let waiting_for = format!("waiting for {what} to load");
+        while self.next(deadline, &waiting_for)["method"] != json!("Page.loadEventFired") {}
     }
 
     pub fn open(&mut self, url: &str) {
         let nav = self.call("Page.navigate", json!({ "url": url }));
         assert!(nav.get("errorText").is_none(), "navigating to {url}: {nav}");
-        self.wait_for_load();
+        self.wait_for_load(url);
     }
 
     /// Evaluates `expression` in the page; its value as JSON (a promise's, awaited).
@@ -192,7 +193,7 @@ impl Browser {
     /// Runs `js` (which submits a form) and waits for the page it leads to.
     pub fn submit(&mut self, js: &str) {
         self.eval(js);
-        self.wait_for_load();
+        self.wait_for_load(&format!("the page that `{js}` leads to"));
     }
 
     /// Posts `fields` as a form to `url` from the page shown, as a page of that origin
@@ -296,4 +297,25 @@ pub fn post(path: &str, headers: &str, form: &str) -> String {
          Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{form}",
         form.len()
     )
+}
+
+/// Serves `app` on a free loopback port (from inside a tokio runtime); its `host:port`.
+pub async fn serve(app: axum::Router) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    addr.to_string()
+}
+
+/// `text` percent-encoded whole but for RFC 3986's unreserved characters: a path
+/// segment or a query value written by the test, not by the dashboard's own encoder.
+pub fn enc(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }
