@@ -29,7 +29,7 @@ if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/nul
   fi
 fi
 
-# durable/tests/dashboard.rs drives a real headless browser: Debian's chromium.
+# durable/tests/dashboard*.rs drive a real headless browser: Debian's chromium.
 if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
   if command -v apt-get >/dev/null 2>&1; then
     echo "chromium is missing: installing it with apt-get" >&2

@@ -2,18 +2,19 @@
 //! axum app, and headless Chromium driven over its DevTools protocol
 //! (`--remote-debugging-pipe`): the page loads, its numbers match Redis, escaping holds,
 //! no password reaches the page, an action (log in, "Retry all dead") works, and a
-//! screenshot is written to `$CARGO_TARGET_TMPDIR/dashboard.png`.
-//!
-//! Chromium must be installed (Debian: `apt-get install -y chromium`; `scripts/test.sh`
-//! does it): the test fails, never skips, when it is missing.
+//! screenshot, written to `$CARGO_TARGET_TMPDIR/dashboard.png`, shows the page drawn.
+//! The dashboard's defences (read-only, the login cookie, hostile input) are in
+//! `dashboard_security.rs`.
+
+mod browser;
 
 use tickless_test_support as support;
 
+use browser::{get, http, post, Browser};
 use redis::AsyncCommands;
-use serde_json::{json, Value};
-use std::io::{BufReader, Read, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc;
+use serde_json::json;
+use std::io::BufReader;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 use support::RedisServer;
 use tickless_durable::dashboard::Dashboard;
@@ -27,200 +28,6 @@ const EVIL_ID: &str = "<img src=x id=evil onerror=alert(1)>&\"'";
 
 fn at(ms: u64) -> SystemTime {
     SystemTime::UNIX_EPOCH + Duration::from_millis(ms)
-}
-
-/// Headless Chromium over the DevTools protocol on a pipe: JSON messages ended by NUL,
-/// read by Chromium on its fd 3 and written on its fd 4 (a shell maps them to our
-/// stdin and stdout pipes).
-struct Browser {
-    child: Child,
-    input: ChildStdin,
-    messages: mpsc::Receiver<Value>,
-    next_id: u64,
-    session: String,
-    profile: std::path::PathBuf,
-}
-
-const NO_CHROMIUM: &str = "chromium was not found on PATH: the dashboard test drives a real \
-browser. Install it (Debian/Ubuntu: `apt-get install -y chromium`), or run scripts/test.sh, \
-which installs it when it is missing.";
-
-impl Browser {
-    fn launch() -> Browser {
-        let chromium = ["chromium", "chromium-browser"]
-            .into_iter()
-            .find(|name| {
-                Command::new(name)
-                    .arg("--version")
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::null())
-                    .status()
-                    .is_ok_and(|s| s.success())
-            })
-            .expect(NO_CHROMIUM);
-        let profile =
-            std::env::temp_dir().join(format!("tickless-chromium-{}", std::process::id()));
-        let mut child = Command::new("sh")
-            .arg("-c")
-            .arg("exec \"$0\" \"$@\" 3<&0 4>&1 </dev/null >/dev/null")
-            .arg(chromium)
-            .args([
-                "--headless",
-                "--no-sandbox", // tests run as root in CI containers
-                "--disable-gpu",
-                "--disable-dev-shm-usage",
-                "--no-first-run",
-                "--remote-debugging-pipe",
-                "--window-size=1100,1500",
-            ])
-            .arg(format!("--user-data-dir={}", profile.display()))
-            .arg("about:blank")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("cannot run sh to start chromium");
-        let input = child.stdin.take().unwrap();
-        let output = child.stdout.take().unwrap();
-        let (tx, messages) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut reader = BufReader::new(output);
-            let mut buf = Vec::new();
-            let mut byte = [0u8; 1];
-            while reader.read(&mut byte).is_ok_and(|n| n == 1) {
-                if byte[0] == 0 {
-                    if let Ok(value) = serde_json::from_slice::<Value>(&buf) {
-                        if tx.send(value).is_err() {
-                            return;
-                        }
-                    }
-                    buf.clear();
-                } else {
-                    buf.push(byte[0]);
-                }
-            }
-        });
-        let mut browser = Browser {
-            child,
-            input,
-            messages,
-            next_id: 0,
-            session: String::new(),
-            profile,
-        };
-        let target = browser.call("Target.createTarget", json!({ "url": "about:blank" }));
-        let target = target["targetId"]
-            .as_str()
-            .expect("a target id")
-            .to_string();
-        let attached = browser.call(
-            "Target.attachToTarget",
-            json!({ "targetId": target, "flatten": true }),
-        );
-        browser.session = attached["sessionId"]
-            .as_str()
-            .expect("a session")
-            .to_string();
-        browser.call("Page.enable", json!({}));
-        browser
-    }
-
-    fn next(&self, deadline: Instant, waiting_for: &str) -> Value {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let message = self
-            .messages
-            .recv_timeout(left)
-            .unwrap_or_else(|_| panic!("chromium: no answer within 20 s while {waiting_for}"));
-        // No page of the dashboard has a script: a dialog is user data run as markup.
-        if message["method"] == json!("Page.javascriptDialogOpening") {
-            panic!("the page ran a script (an unescaped job id?): {message}");
-        }
-        message
-    }
-
-    /// Sends a command (to the page once attached) and returns its result.
-    fn call(&mut self, method: &str, params: Value) -> Value {
-        self.next_id += 1;
-        let id = self.next_id;
-        let mut message = json!({ "id": id, "method": method, "params": params });
-        if !self.session.is_empty() {
-            message["sessionId"] = json!(self.session);
-        }
-        let mut bytes = serde_json::to_vec(&message).unwrap();
-        bytes.push(0);
-        self.input.write_all(&bytes).expect("write to chromium");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let reply = self.next(deadline, method);
-            if reply["id"] == json!(id) {
-                assert!(reply.get("error").is_none(), "{method}: {reply}");
-                return reply["result"].clone();
-            }
-        }
-    }
-
-    fn wait_for_load(&self) {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while self.next(deadline, "loading a page")["method"] != json!("Page.loadEventFired") {}
-    }
-
-    fn open(&mut self, url: &str) {
-        let nav = self.call("Page.navigate", json!({ "url": url }));
-        assert!(nav.get("errorText").is_none(), "navigating to {url}: {nav}");
-        self.wait_for_load();
-    }
-
-    /// Evaluates `expression` in the page; its value as JSON.
-    fn eval(&mut self, expression: &str) -> Value {
-        let result = self.call(
-            "Runtime.evaluate",
-            json!({ "expression": expression, "returnByValue": true }),
-        );
-        assert!(
-            result.get("exceptionDetails").is_none(),
-            "{expression}: {result}"
-        );
-        result["result"]["value"].clone()
-    }
-
-    fn text(&mut self, selector: &str) -> String {
-        let js = format!("document.querySelector({}).textContent", json!(selector));
-        match self.eval(&js) {
-            Value::String(text) => text,
-            other => panic!("no text at {selector}: {other}"),
-        }
-    }
-
-    fn number(&mut self, selector: &str) -> u64 {
-        let text = self.text(selector);
-        text.trim()
-            .parse()
-            .unwrap_or_else(|_| panic!("{selector} shows {text:?}"))
-    }
-
-    /// Runs `js` (which submits a form) and waits for the page it leads to.
-    fn submit(&mut self, js: &str) {
-        self.eval(js);
-        self.wait_for_load();
-    }
-
-    fn screenshot(&mut self, path: &std::path::Path) {
-        use base64::Engine;
-        let shot = self.call("Page.captureScreenshot", json!({ "format": "png" }));
-        let png = base64::engine::general_purpose::STANDARD
-            .decode(shot["data"].as_str().expect("screenshot data"))
-            .expect("base64 PNG");
-        assert!(png.starts_with(b"\x89PNG"), "not a PNG");
-        std::fs::write(path, png).expect("write the screenshot");
-    }
-}
-
-impl Drop for Browser {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.profile);
-    }
 }
 
 /// What Redis holds, read with plain commands (not the crate's reads).
@@ -248,6 +55,81 @@ async fn truth(admin: &mut redis::aio::MultiplexedConnection) -> Truth {
         dead: admin.zcard(format!("{p}dead")).await.unwrap(),
         level,
     }
+}
+
+/// The screenshot of a queue's page is the page drawn: a PNG of the window's size in
+/// device pixels, not blank, and where the page lays out a bar of the hour's chart and
+/// the script-error warning, the picture has their colours (the style sheet's
+/// `.bar{fill:#4a7fb5}` and `.warn{background:#fbeaea}`). The pixels are decoded by the
+/// browser, from the PNG's bytes, in a canvas that is never added to the page.
+fn check_screenshot(browser: &mut Browser, png: &[u8]) {
+    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "not a PNG");
+    assert_eq!(&png[12..16], b"IHDR", "a PNG starts with its header");
+    let size = |at: usize| u32::from_be_bytes(png[at..at + 4].try_into().unwrap());
+    let (width, height) = (size(16), size(20));
+    use base64::Engine;
+    let js = format!(
+        "(async () => {{
+            const img = new Image();
+            img.src = 'data:image/png;base64,{}';
+            await img.decode();
+            const canvas = document.createElement('canvas');
+            canvas.width = img.naturalWidth;
+            canvas.height = img.naturalHeight;
+            const g = canvas.getContext('2d');
+            g.drawImage(img, 0, 0);
+            const px = g.getImageData(0, 0, canvas.width, canvas.height).data;
+            const dpr = window.devicePixelRatio;
+            const at = (x, y) => {{
+                const i = 4 * (Math.floor(y * dpr) * canvas.width + Math.floor(x * dpr));
+                return [px[i], px[i + 1], px[i + 2]];
+            }};
+            const bar = document.querySelector('#due-hour rect.bar').getBoundingClientRect();
+            const warn = document.querySelector('#script-errors').getBoundingClientRect();
+            const colours = new Set();
+            let white = 0;
+            for (let i = 0; i < px.length; i += 4) {{
+                colours.add((px[i] << 16) | (px[i + 1] << 8) | px[i + 2]);
+                if (px[i] === 255 && px[i + 1] === 255 && px[i + 2] === 255) white++;
+            }}
+            return {{
+                window: [Math.round(innerWidth * dpr), Math.round(innerHeight * dpr)],
+                decoded: [canvas.width, canvas.height],
+                bar: at(bar.x + bar.width / 2, bar.y + bar.height / 2),
+                bar_bottom: bar.bottom,
+                warn: at(warn.x + 2, warn.y + 2),
+                warn_bottom: warn.bottom,
+                colours: colours.size,
+                white: white / (px.length / 4),
+            }};
+        }})()",
+        base64::engine::general_purpose::STANDARD.encode(png)
+    );
+    let seen = browser.eval(&js);
+    assert_eq!(seen["decoded"], json!([width, height]), "{seen}");
+    assert_eq!(
+        seen["window"],
+        json!([width, height]),
+        "the window's size: {seen}"
+    );
+    let inside = |bottom: &serde_json::Value| bottom.as_f64().unwrap() < f64::from(height);
+    assert!(
+        inside(&seen["bar_bottom"]) && inside(&seen["warn_bottom"]),
+        "{seen}"
+    );
+    assert_eq!(
+        seen["bar"],
+        json!([0x4a, 0x7f, 0xb5]),
+        "a bar's colour: {seen}"
+    );
+    assert_eq!(
+        seen["warn"],
+        json!([0xfb, 0xea, 0xea]),
+        "the warning's: {seen}"
+    );
+    // Text, tables and charts: many colours, and far from all white.
+    assert!(seen["colours"].as_u64().unwrap() > 50, "{seen}");
+    assert!(seen["white"].as_f64().unwrap() < 0.97, "{seen}");
 }
 
 #[test]
@@ -453,7 +335,9 @@ fn dashboard_in_a_browser_shows_what_redis_holds_and_retries_the_dead() {
         "garbage in <b>ready</b>"
     );
     let shot = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard.png");
-    browser.screenshot(&shot);
+    let png = browser.screenshot();
+    std::fs::write(&shot, &png).expect("write the screenshot");
+    check_screenshot(&mut browser, &png);
 
     // /metrics, in the browser too: the same numbers, no password.
     browser.open(&format!("{base}/metrics"));
@@ -494,25 +378,6 @@ fn dashboard_in_a_browser_shows_what_redis_holds_and_retries_the_dead() {
         started.elapsed(),
         shot.display()
     );
-}
-
-/// One HTTP/1.1 request over a plain socket: the status line and the body.
-fn http(addr: &str, request: &str) -> (String, String) {
-    let mut stream = std::net::TcpStream::connect(addr).expect("connect to the dashboard");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(20)))
-        .unwrap();
-    stream.write_all(request.as_bytes()).unwrap();
-    let mut reply = String::new();
-    stream
-        .read_to_string(&mut reply)
-        .expect("the dashboard's answer");
-    let status = reply.lines().next().unwrap_or("").to_string();
-    let body = reply
-        .split_once("\r\n\r\n")
-        .map_or("", |(_, b)| b)
-        .to_string();
-    (status, body)
 }
 
 #[test]
@@ -567,29 +432,23 @@ fn serve_finds_the_queues_and_refuses_actions_without_the_token() {
         .and_then(|rest| rest.split('/').next())
         .unwrap_or_else(|| panic!("no address in {line:?}"))
         .to_string();
-    let get = |path: &str| format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-    let (status, body) = http(&addr, &get("/metrics"));
-    assert!(status.contains("200"), "{status}");
+    let reply = http(&addr, &get("/metrics", ""));
+    assert_eq!(reply.status, 200, "{}", reply.body);
     assert!(
-        body.contains("tickless_jobs{queue=\"served\",state=\"ready\"} 1"),
-        "{body}"
+        reply
+            .body
+            .contains("tickless_jobs{queue=\"served\",state=\"ready\"} 1"),
+        "{}",
+        reply.body
     );
-    let form = "action=cancel&id=x";
-    let post = |auth: &str| {
-        format!(
-            "POST /queue/served/action HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{auth}\
-             Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{form}",
-            form.len()
-        )
-    };
-    let (status, _) = http(&addr, &post(""));
-    assert!(status.contains("403"), "no token: {status}");
-    let (status, _) = http(&addr, &post("Authorization: Bearer wrong\r\n"));
-    assert!(status.contains("403"), "a wrong token: {status}");
-    let (status, _) = http(&addr, &post(&format!("Authorization: Bearer {TOKEN}\r\n")));
-    assert!(status.contains("303"), "the token: {status}");
+    let cancel = |auth: &str| post("/queue/served/action", auth, "action=cancel&id=x");
+    assert_eq!(http(&addr, &cancel("")).status, 403, "no token");
+    let wrong = cancel("Authorization: Bearer wrong\r\n");
+    assert_eq!(http(&addr, &wrong).status, 403, "a wrong token");
+    let right = cancel(&format!("Authorization: Bearer {TOKEN}\r\n"));
+    assert_eq!(http(&addr, &right).status, 303, "the token");
     // Cancelled: its page says it is gone (the ready list keeps a stale entry, dropped by
     // the next claim, so the count of ready entries does not tell).
-    let (_, body) = http(&addr, &get("/queue/served/job?id=x"));
+    let body = http(&addr, &get("/queue/served/job?id=x", "")).body;
     assert!(body.contains("No such job"), "{body}");
 }
