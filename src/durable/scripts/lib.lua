@@ -133,6 +133,17 @@ function call_all(cmd, key, list, opt, from)
   return n
 end
 
+-- call_all (without `opt`) for a non-empty `list` whose first command is the script's
+-- first write, sent through `read`: the key needs no check before it (a wrong type is
+-- named, and nothing was written).
+function first_all(want, cmd, key, list)
+  local n = #list
+  if n <= CHUNK then
+    return read(want, cmd, key, unpack(list))
+  end
+  return read(want, cmd, key, unpack(list, 1, CHUNK)) + call_all(cmd, key, list, nil, CHUNK + 1)
+end
+
 -- `read(want, cmd, key, v...)` for the values of `list`, in chunks as call_all: the
 -- answers, one per value, in order (HMGET, ZMSCORE, SMISMEMBER). An empty list sends
 -- nothing and answers an empty table.
@@ -284,12 +295,15 @@ function bucket_of(j)
 end
 
 -- Where job `j` (id `id`, loc neither 'x' nor 'd') is, found by reads only: 'bucket'
--- (its key checked), 'staged', 'flight' or 'ready' (loc 's', neither staged nor in
+-- (its key checked, unless `unchecked`: the caller's first write is to that bucket, and
+-- goes through `read`), 'staged', 'flight' or 'ready' (loc 's', neither staged nor in
 -- flight). A job whose bucket does not hold it is taken as in its bucket: unplace then
 -- has nothing to remove, and the job is placed anew or removed as the caller says.
-function whereis(id, j)
+function whereis(id, j, unchecked)
   if j.loc ~= 's' then
-    expect(bucket_key(bucket_of(j)), 'set')
+    if not unchecked then
+      expect(bucket_key(bucket_of(j)), 'set')
+    end
     return 'bucket'
   end
   if read('zset', 'ZSCORE', DUE, M_STAGED .. id) then
@@ -303,7 +317,7 @@ end
 
 -- Takes job `j` out of `place` (whereis's answer; a ready job stays in the list, the
 -- caller counts it in skip); a bucket left empty leaves `due` (I2). Writes: the caller
--- has checked every key first.
+-- has checked every key first, but a bucket that is its first write (through `read`).
 function unplace(id, j, place)
   if place == 'staged' then
     redis.call('ZREM', DUE, M_STAGED .. id)
@@ -312,7 +326,7 @@ function unplace(id, j, place)
   elseif place == 'bucket' then
     local member = bucket_of(j)
     local key = bucket_key(member)
-    redis.call('SREM', key, id)
+    read('set', 'SREM', key, id)
     if redis.call('EXISTS', key) == 0 then
       redis.call('ZREM', DUE, member)
     end
@@ -432,12 +446,7 @@ function flush(b, armed, checked)
     local member = order[i]
     local key, ids = bucket_key(member), b.sets[member]
     if i == 1 and not checked then
-      -- The first write, through `read`; past CHUNK ids, call_all sends the rest.
-      local n = #ids
-      read('set', 'SADD', key, unpack(ids, 1, math.min(n, CHUNK)))
-      if n > CHUNK then
-        call_all('SADD', key, ids, nil, CHUNK + 1)
-      end
+      first_all('set', 'SADD', key, ids)
     else
       call_all('SADD', key, ids)
     end

@@ -22,7 +22,8 @@ local j = readable(rec, id)
 if j.loc == 'x' or j.loc == 'd' then
   return { now, 0 }
 end
-local place = whereis(id, j)
+-- The job's bucket is its first write (unplace, through `read`): not checked here.
+local place = whereis(id, j, true)
 if place == 'flight' then
   return { now, 0 }
 end
