@@ -3,7 +3,15 @@
 -- header, then this file, then `return main()`: so each script is one atomic EVAL, and
 -- Redis's line numbers are the script file's (a line of this file is named
 -- `lib.lua:<line>` in the error the Rust side shows). Every `function name(...)` of this
--- file assigns a local the header declared; state of this file alone is `local` here.
+-- file assigns a local the header declared, and ends at the first `end` at column 0;
+-- state of this file alone is `local` here.
+--
+-- Cost: Redis runs the whole text on every call, and each function here is a new
+-- closure (with an upvalue object per local it captures) on every call. So a script
+-- gets only the functions it names and those they name (scripts.rs; the others' lines
+-- are left empty), and a helper with one caller is better folded into it. A call's
+-- cost is mostly Lua's, not its commands' (BENCHMARKS.md, "What one script call
+-- costs"): every table, string, function call and command reply counts.
 --
 -- The header (contract.rs, `lua_header`) names the keys the script declares in KEYS
 -- (META, JOBS, DUE, READY, FLIGHT, DEAD, ERRORS, RECUR, RNEXT, RLOW; an undeclared one is

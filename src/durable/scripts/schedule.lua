@@ -4,7 +4,7 @@
 --          script_keys::SCHEDULE); bucket keys are built from meta's prefix
 -- ARGV     n, then n times: id, when, max_attempts, payload
 --          when is 'a<ms>' (due at that time on the queue's clock) or 'r<us>' (due that
---          many microseconds from now, to the microsecond: see lib.lua's due_after)
+--          many microseconds from now, to the microsecond: see lib.lua's arg_when)
 -- Returns  { now, added_1, ..., added_n }: added is 1 for a new job, 0 for an id in use.
 --
 -- Keeps I1-I5: a new job goes to `ready` (due), the staged window (due before the
