@@ -12,6 +12,10 @@
 //!   no release, its acks lost) while jobs are due: the lag of the jobs it did not hold
 //!   (first deliveries on the survivor), and how long until the survivor led.
 //!
+//! - **Single calls** (issue 28, `durable_single.rs`): schedule, reschedule, cancel and
+//!   ack one job per script call, 100 calls in flight: calls/s, Redis CPU and the
+//!   script's time per call.
+//!
 //! Every server is started here with the tests' own helper. The AOF part's shape can be
 //! changed for a look around: `QUEUES=16` (that many queues, one batch in flight each,
 //! the batches split between them) and `PAYLOAD=200` (bytes per job).
@@ -30,7 +34,10 @@ pub type Row = (String, String, bool);
 
 const BATCH: usize = 1_000;
 
-/// All three parts, or the one named by `part` (`aof`, `restart`, `kill`).
+#[path = "durable_single.rs"]
+mod single;
+
+/// All four parts, or the one named by `part` (`aof`, `restart`, `kill`, `single`).
 pub fn run(quick: bool, part: Option<&str>) -> Vec<Row> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -48,6 +55,9 @@ pub fn run(quick: bool, part: Option<&str>) -> Vec<Row> {
     }
     if wanted("kill") {
         rows.extend(leader_kills(&runtime, quick));
+    }
+    if wanted("single") {
+        rows.extend(single::single_calls(&runtime, quick));
     }
     rows
 }

@@ -22,6 +22,16 @@
 //! body is the function `main`, whose upvalues are the names it uses from lib.lua and the
 //! header (Lua 5.1 allows 60; tick.lua, the largest, uses about 35), so lib.lua can come
 //! after it: its `function name(...)` lines assign the locals declared on line 1.
+//!
+//! # Only the functions a script calls
+//!
+//! Redis runs the whole text on every call, and each `function` statement makes a new
+//! closure (with an upvalue object for each local it captures), so every function of
+//! lib.lua costs every call whether the call uses it or not: defining all of lib.lua took
+//! a third of a single `schedule`'s Redis CPU (BENCHMARKS.md, "What one script call
+//! costs"). So each script gets only the functions it names, and those they name in turn
+//! ([`Lib::closure`]); the others' lines are left empty, so that lib.lua's lines keep
+//! their numbers and [`Script::locate`] stays a subtraction.
 
 use super::contract::{lua_header, script_keys, Key};
 use std::sync::OnceLock;
@@ -57,9 +67,11 @@ impl Script {
             format!("{text}\n")
         };
         let lines = text.lines().count();
+        let needed = lib.closure(&text);
         let source = format!(
             "{header}{} local function main() {text}end\n{}\nreturn main()\n",
-            lib.declare, lib.text
+            lib.declare(&needed),
+            lib.text_of(&needed)
         );
         Script {
             name,
@@ -107,25 +119,153 @@ impl Script {
     }
 }
 
-/// lib.lua, and the forward declaration of its functions.
+/// lib.lua, cut into its functions.
 struct Lib {
     text: &'static str,
-    declare: String,
+    functions: Vec<Function>,
+}
+
+/// One `function name(...)` of lib.lua: from that line to the first line after it that
+/// is `end` (lib.lua's style: a function's own `end` is the only one at column 0).
+struct Function {
+    name: &'static str,
+    /// Its first and last line, 0-based.
+    first: usize,
+    last: usize,
+    /// The lib functions it names (indices into `Lib::functions`).
+    uses: Vec<usize>,
 }
 
 impl Lib {
     fn new() -> Lib {
-        let text = include_str!("scripts/lib.lua");
-        let names: Vec<&str> = text
-            .lines()
-            .filter_map(|line| line.strip_prefix("function "))
-            .filter_map(|rest| rest.split('(').next())
+        Lib::parse(include_str!("scripts/lib.lua"))
+    }
+
+    fn parse(text: &'static str) -> Lib {
+        let lines: Vec<&str> = text.lines().collect();
+        let mut functions = Vec::new();
+        let mut i = 0;
+        while i < lines.len() {
+            let Some(rest) = lines[i].strip_prefix("function ") else {
+                i += 1;
+                continue;
+            };
+            let name = rest.split('(').next().unwrap_or(rest).trim();
+            let last = (i..lines.len())
+                .find(|&l| lines[l] == "end")
+                .unwrap_or_else(|| panic!("lib.lua: function {name} has no `end` line"));
+            functions.push(Function {
+                name,
+                first: i,
+                last,
+                uses: Vec::new(),
+            });
+            i = last + 1;
+        }
+        let mut lib = Lib { text, functions };
+        let uses: Vec<Vec<usize>> = lib
+            .functions
+            .iter()
+            .map(|f| lib.named_in(&lines[f.first..=f.last].join("\n")))
             .collect();
-        Lib {
-            text,
-            declare: format!("local {}", names.join(", ")),
+        for (f, uses) in lib.functions.iter_mut().zip(uses) {
+            f.uses = uses;
+        }
+        lib
+    }
+
+    /// The lib functions that `code` names (outside comments and strings), in lib.lua's
+    /// order.
+    fn named_in(&self, code: &str) -> Vec<usize> {
+        let names = identifiers(code);
+        (0..self.functions.len())
+            .filter(|&i| names.contains(self.functions[i].name))
+            .collect()
+    }
+
+    /// Whether each function is needed by `script`: named by it, or by a needed function.
+    fn closure(&self, script: &str) -> Vec<bool> {
+        let mut needed = vec![false; self.functions.len()];
+        let mut todo = self.named_in(script);
+        while let Some(f) = todo.pop() {
+            if !needed[f] {
+                needed[f] = true;
+                todo.extend(&self.functions[f].uses);
+            }
+        }
+        needed
+    }
+
+    /// `local a, b, ...` for the needed functions (nothing if none is).
+    fn declare(&self, needed: &[bool]) -> String {
+        let names: Vec<&str> = self
+            .functions
+            .iter()
+            .zip(needed)
+            .filter(|(_, &n)| n)
+            .map(|(f, _)| f.name)
+            .collect();
+        if names.is_empty() {
+            String::new()
+        } else {
+            format!("local {}", names.join(", "))
         }
     }
+
+    /// lib.lua with the lines of the functions not needed left empty (so every line
+    /// keeps its number).
+    fn text_of(&self, needed: &[bool]) -> String {
+        let mut lines: Vec<&str> = self.text.split('\n').collect();
+        for (f, _) in self.functions.iter().zip(needed).filter(|(_, &n)| !n) {
+            for line in &mut lines[f.first..=f.last] {
+                *line = "";
+            }
+        }
+        lines.join("\n")
+    }
+}
+
+/// The identifiers in Lua `code`, outside comments (`--` to the end of the line: lib.lua
+/// and the scripts use no block comments) and quoted strings.
+fn identifiers(code: &str) -> std::collections::HashSet<&str> {
+    let mut out = std::collections::HashSet::new();
+    for line in code.lines() {
+        let bytes = line.as_bytes();
+        let mut i = 0;
+        while i < bytes.len() {
+            let c = bytes[i];
+            if c == b'-' && bytes.get(i + 1) == Some(&b'-') {
+                break;
+            } else if c == b'\'' || c == b'"' {
+                i += 1;
+                while i < bytes.len() && bytes[i] != c {
+                    i += if bytes[i] == b'\\' { 2 } else { 1 };
+                }
+                i += 1;
+            } else if c.is_ascii_digit() {
+                // A number (`1e5`, `0x10`): no identifier inside.
+                while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'.') {
+                    i += 1;
+                }
+            } else if c.is_ascii_alphabetic() || c == b'_' {
+                let start = i;
+                while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
+                    i += 1;
+                }
+                // A field (`b.order`, `string.format`) is not a variable; after `..`
+                // (concatenation) it is.
+                let field = start > 0
+                    && bytes[start - 1] == b'.'
+                    && (start < 2 || bytes[start - 2] != b'.');
+                if !field {
+                    out.insert(&line[start..i]);
+                }
+            } else {
+                i += 1;
+            }
+        }
+    }
+    out
 }
 
 macro_rules! scripts {
@@ -134,6 +274,12 @@ macro_rules! scripts {
         pub(crate) struct Scripts {
             $(pub(crate) $field: Script,)*
         }
+
+        /// Every script's name and text.
+        #[cfg(test)]
+        const FILES: &[(&str, &str)] = &[
+            $((stringify!($field), include_str!(concat!("scripts/", stringify!($field), ".lua"))),)*
+        ];
 
         fn build() -> Scripts {
             let lib = Lib::new();
@@ -250,9 +396,61 @@ mod tests {
     }
 
     #[test]
-    fn every_lib_function_is_declared_on_line_one() {
+    fn lib_functions_assign_the_locals_declared_on_line_one() {
         let lib = Lib::new();
-        assert!(lib.declare.contains(" flush,") || lib.declare.ends_with(" flush"));
         assert!(!lib.text.contains("local function "));
+        assert!(lib.functions.len() > 20, "{}", lib.functions.len());
+        let schedule = lib.closure(include_str!("scripts/schedule.lua"));
+        let declare = lib.declare(&schedule);
+        assert!(
+            declare.contains(" flush,") || declare.ends_with(" flush"),
+            "{declare}"
+        );
+    }
+
+    /// Each script gets the lib functions it names and those they name, with lib.lua's
+    /// line numbers: no function it can reach is missing (it would be a global, which
+    /// Redis refuses at run time), and the others are left out.
+    #[test]
+    fn a_script_gets_every_lib_function_it_can_reach_and_no_other() {
+        let lib = Lib::new();
+        let lib_lines: Vec<&str> = lib.text.split('\n').collect();
+        let mut left_out = 0;
+        for (name, text) in FILES {
+            let needed = lib.closure(text);
+            let emitted = lib.text_of(&needed);
+            let emitted_lines: Vec<&str> = emitted.split('\n').collect();
+            assert_eq!(emitted_lines.len(), lib_lines.len(), "{name}");
+            let reachable = identifiers(text)
+                .into_iter()
+                .chain(identifiers(&emitted))
+                .collect::<std::collections::HashSet<_>>();
+            let declare = lib.declare(&needed);
+            for (f, &is_needed) in lib.functions.iter().zip(&needed) {
+                let kept = &emitted_lines[f.first..=f.last];
+                if is_needed {
+                    assert_eq!(kept, &lib_lines[f.first..=f.last], "{name}: {}", f.name);
+                    assert!(
+                        declare.split([' ', ',']).any(|n| n == f.name),
+                        "{name}: {} not declared",
+                        f.name
+                    );
+                } else {
+                    assert!(!reachable.contains(f.name), "{name}: {} missing", f.name);
+                    assert!(kept.iter().all(|l| l.is_empty()), "{name}: {}", f.name);
+                    left_out += 1;
+                }
+            }
+        }
+        // The point of it: a script such as release.lua needs little of lib.lua.
+        assert!(left_out > FILES.len() * 10, "{left_out}");
+    }
+
+    #[test]
+    fn identifiers_skip_comments_strings_fields_and_numbers() {
+        let ids = identifiers("local a = b.c .. d -- e\nf('g', \"h\\\"i\", 1e5)..j");
+        let mut ids: Vec<&str> = ids.into_iter().collect();
+        ids.sort_unstable();
+        assert_eq!(ids, ["a", "b", "d", "f", "j", "local"]);
     }
 }

@@ -425,7 +425,7 @@ async fn every_role_runs_as_exactly_the_readmes_acl_user() {
 }
 
 /// Every command a script sends (`redis.call`, `redis.pcall` and lib.lua's `read`,
-/// `call_all` and `read_all`) is in
+/// `call_all`, `first_all` and `read_all`) is in
 /// README's ACL line: the role test above meets only the commands its paths reach (the
 /// takeover repair's `SMISMEMBER` only when a bucket holds jobs), this reads them all.
 #[test]
@@ -444,19 +444,21 @@ fn every_command_a_script_sends_is_in_the_readmes_acl_line() {
         }
         let text = std::fs::read_to_string(&path).unwrap();
         // `redis.call('HSET', ...)`, `redis.pcall('TYPE', ...)`, `call_all('HSET', ...)`,
-        // `read('zset', 'ZMSCORE', ...)`, `read_all('hash', 'HMGET', ...)`.
+        // `read('zset', 'ZMSCORE', ...)`, `read_all('hash', 'HMGET', ...)`,
+        // `first_all('set', 'SADD', ...)`.
         let openers = [
             "redis.call('",
             "redis.pcall('",
             "call_all('",
             "read('",
             "read_all('",
+            "first_all('",
         ];
         for opener in openers {
             for rest in text.split(opener).skip(1) {
                 let mut quoted = rest.split('\'');
                 let mut command = quoted.next().unwrap_or("");
-                if opener.starts_with("read") {
+                if opener.starts_with("read") || opener.starts_with("first_all") {
                     // The type comes first: `read('zset', 'ZMSCORE'`.
                     command = quoted.nth(1).unwrap_or("");
                 }

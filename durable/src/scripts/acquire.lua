@@ -9,11 +9,11 @@
 --
 -- Invariant: at any time on the queue's clock at most one lease is live (expires > now),
 -- and only its token passes tick.lua's and renew.lua's checks.
-local now, m = meta({ 'holder', 'expires' })
+local now, holder, ends = meta('holder', 'expires')
 local ttl, busy = arg_int(2, 'ttl_ms', 1), arg_int(3, 'busy_ms', 1)
-local expires = number(META, 'expires', m.expires) or 0
-if m.holder and m.holder ~= '' and expires > now then
-  return { 0, m.holder, now, expires }
+local expires = number(META, 'expires', ends) or 0
+if holder and holder ~= '' and expires > now then
+  return { 0, holder, now, expires }
 end
 -- The token grows with every leadership even if meta was lost (deleted, or a failover
 -- that dropped its last writes): never below the real clock in microseconds, which runs
@@ -23,7 +23,7 @@ local floor = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local old = number(META, 'token', redis.call('HGET', META, 'token')) or 0
 local token = math.max(old + 1, floor)
 redis.call('HSET', META, 'token', int(token))
-count('leaderships', 1)
+count('n_leaderships', 1)
 expires = now + ttl
 redis.call('HSET', META, 'holder', ARGV[1], 'expires', int(expires), 'armed', 0,
   'busy', int(busy))

@@ -39,7 +39,8 @@ for i = 1, #ARGV do
     out[i] = 1
     local place = 'dead'
     if j.loc ~= 'd' then
-      place = whereis(id, j)
+      -- A bucket is checked below (or is the first write).
+      place = whereis(id, j, true)
     end
     jobs[#jobs + 1] = { id, j, place }
     if j.att > 0 then
@@ -50,24 +51,39 @@ end
 if #errs > 0 then
   expect(ERRORS, 'hash')
 end
+-- Jobs of one bucket leave it with one SREM.
+local buckets, order = {}, {}
 for _, x in ipairs(jobs) do
   if x[3] == 'dead' then
     expect(DEAD, 'zset')
   elseif x[3] == 'bucket' then
-    -- whereis checked the bucket; a bucket emptied here leaves `due`.
+    -- A bucket emptied here leaves `due`.
     expect(DUE, 'zset')
+    group(buckets, order, bucket_of(x[2]), x[1])
   end
 end
--- Every check passed: the writes. Jobs of one bucket leave it with one SREM.
+-- Every bucket but the first, whose SREM is the first write (through `read`).
+for i = 2, #order do
+  expect(bucket_key(order[i]), 'set')
+end
+-- Every check passed: the writes, the buckets first.
+for i, member in ipairs(order) do
+  local key = bucket_key(member)
+  if i == 1 then
+    first_all('set', 'SREM', key, buckets[member])
+  else
+    call_all('SREM', key, buckets[member])
+  end
+  if redis.call('EXISTS', key) == 0 then
+    redis.call('ZREM', DUE, member)
+  end
+end
 local deletes, tombs = {}, {}
-local buckets, order = {}, {}
 for _, x in ipairs(jobs) do
   local id, j, place = x[1], x[2], x[3]
   if place == 'dead' then
     redis.call('ZREM', DEAD, id)
-  elseif place == 'bucket' then
-    group(buckets, order, bucket_of(j), id)
-  else
+  elseif place ~= 'bucket' then
     unplace(id, j, place)
   end
   if place == 'ready' then
@@ -81,13 +97,6 @@ for _, x in ipairs(jobs) do
                                  payload = '' })
   else
     deletes[#deletes + 1] = id
-  end
-end
-for _, member in ipairs(order) do
-  local key = bucket_key(member)
-  call_all('SREM', key, buckets[member])
-  if redis.call('EXISTS', key) == 0 then
-    redis.call('ZREM', DUE, member)
   end
 end
 -- Through lib.lua's call_all, as every write of many values (Lua's unpack limit).

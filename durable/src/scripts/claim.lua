@@ -13,7 +13,7 @@
 -- the leader is armed for later. A popped id whose record cannot be read is put in
 -- `dead` with an error naming it (lib.lua's quarantine), so one bad record stops no
 -- worker.
-local now, m = meta({ 'armed', 'expires' })
+local now = meta()
 local lease, max, nacks = arg_int(1, 'lease_ms', 1), arg_int(2, 'max', 0, MAX_BATCH), arg_int(3, 'n_acks', 0)
 if #ARGV ~= 3 + 2 * nacks then
   error({ err = 'ERR bad arguments: ' .. #ARGV .. ' for ' .. nacks .. ' acks' })
@@ -30,12 +30,15 @@ if max > 0 then
   ids = read('list', 'LRANGE', READY, 0, max - 1)
 end
 -- One read of the records of both the acked and the popped jobs.
-local fields = {}
-for i = 1, nacks do
-  fields[i] = acks[i]
-end
-for i = 1, #ids do
-  fields[nacks + i] = ids[i]
+local fields = acks
+if #ids > 0 then
+  fields = {}
+  for i = 1, nacks do
+    fields[i] = acks[i]
+  end
+  for i = 1, #ids do
+    fields[nacks + i] = ids[i]
+  end
 end
 local recs = {}
 if #fields > 0 then
@@ -104,7 +107,7 @@ for id, j in pairs(parsed) do
   end
 end
 -- Every key written below is checked first (`ready` and `jobs` by their reads, `flight`
--- by its read when acks came); `due` by the first write itself.
+-- by its read when acks came); `due` by the first write itself, sent through `read`.
 if #errs > 0 or #bad > 0 then
   expect(ERRORS, 'hash')
 end
@@ -114,14 +117,14 @@ end
 if #flight > 0 then
   expect(FLIGHT, 'zset')
 end
-local lowered = #flight > 0 and first_write('zset', 'ZADD', DUE, 'LT', 'CH', ends, M_LEASE) == 1
+local lowered = #flight > 0 and read('zset', 'ZADD', DUE, 'LT', 'CH', ends, M_LEASE) == 1
 if #ids > 0 then
   redis.call('LTRIM', READY, #ids, -1)
 end
 -- Every write of many values goes through lib.lua's call_all (Lua's unpack limit).
 call_all('ZREM', FLIGHT, gone)
 call_all('HDEL', JOBS, gone)
-count('acked', #gone)
+count('n_acked', #gone)
 call_all('HDEL', ERRORS, errs)
 for _, id in ipairs(bad) do
   quarantine(id, now)
@@ -130,12 +133,14 @@ call_all('HSET', JOBS, writes)
 call_all('HDEL', JOBS, tomb)
 if #flight > 0 then
   call_all('ZADD', FLIGHT, flight)
-  count('delivered', #flight / 2)
+  count('n_delivered', #flight / 2)
   if lowered then
-    local armed = tonumber(m.armed) or 0
-    if armed > 0 and ends < armed then
+    -- Read only now (meta's type was checked when the call began).
+    local m = redis.call('HMGET', META, 'armed', 'expires')
+    local at = tonumber(m[1]) or 0
+    if at > 0 and ends < at then
       redis.call('HSET', META, 'armed', int(ends))
-      redis.call('PUBLISH', CHANNEL, int(ends) .. ' ' .. (m.expires or '0'))
+      redis.call('PUBLISH', CHANNEL, int(ends) .. ' ' .. (m[2] or '0'))
     end
   end
 end

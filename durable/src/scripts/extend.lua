@@ -7,7 +7,7 @@
 -- Only jobs still in `flight` are touched (ZADD XX). Raising lease ends can leave the
 -- lease marker `l` earlier than the earliest lease end: harmless, the leader then wakes
 -- early, finds nothing ended, and moves the marker.
-local now = meta({})
+local now = meta()
 local ends = now + arg_int(1, 'lease_ms', 1)
 local ids, args = {}, {}
 for i = 2, #ARGV do

@@ -11,7 +11,7 @@
 -- schedule.lua would (the wake published if earlier than the leader's), a dead job goes
 -- to `dead` with loc 'd'. The error text is kept in `errors` until the job completes or
 -- is removed.
-local now, m = meta({ 'armed', 'expires', 'busy' })
+local now, armed = meta('armed')
 local id = ARGV[1]
 local attempt = arg_int(2, 'attempt', 1)
 local backoff = arg_int(3, 'backoff_ms', 0)
@@ -23,17 +23,17 @@ local rec = read('hash', 'HGET', JOBS, id)
 if not rec then
   return { now, 0 }
 end
-local j = parse(id, rec)
+local j = readable(rec, id)
 if j.loc ~= 's' or j.att ~= attempt or not read('zset', 'ZSCORE', FLIGHT, id) then
   return { now, 0 }
 end
 expect(ERRORS, 'hash')
-local b = batch()
+local b = batch(now)
 if j.att >= j.max then
   expect(DEAD, 'zset')
 else
   j.due = now + backoff
-  insert(b, id, j, now, horizon(now + LEAD))
+  insert(b, id, j)
   check_batch(b)
 end
 redis.call('ZREM', FLIGHT, id)
@@ -42,9 +42,9 @@ if j.att >= j.max then
   j.loc = 'd'
   redis.call('ZADD', DEAD, now, id)
   redis.call('HSET', JOBS, id, record(j))
-  count('died', 1)
+  count('n_died', 1)
   return { now, 2 }
 end
-flush(b, now, m, true)
-count('retried', 1)
+flush(b, armed, true)
+count('n_retried', 1)
 return { now, 1 }

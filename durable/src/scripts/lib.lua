@@ -1,9 +1,17 @@
--- lib.lua: shared by every script of `tickless::durable`. The Rust side (scripts.rs)
+-- lib.lua: shared by every script of `tickless-durable`. The Rust side (scripts.rs)
 -- puts each script's text first, as the body of a function `main`, behind a one-line
 -- header, then this file, then `return main()`: so each script is one atomic EVAL, and
 -- Redis's line numbers are the script file's (a line of this file is named
 -- `lib.lua:<line>` in the error the Rust side shows). Every `function name(...)` of this
--- file assigns a local the header declared; state of this file alone is `local` here.
+-- file assigns a local the header declared, and ends at the first `end` at column 0;
+-- state of this file alone is `local` here.
+--
+-- Cost: Redis runs the whole text on every call, and each function here is a new
+-- closure (with an upvalue object per local it captures) on every call. So a script
+-- gets only the functions it names and those they name (scripts.rs; the others' lines
+-- are left empty), and a helper with one caller is better folded into it. A call's
+-- cost is mostly Lua's, not its commands' (BENCHMARKS.md, "What one script call
+-- costs"): every table, string, function call and command reply counts.
 --
 -- The header (contract.rs, `lua_header`) names the keys the script declares in KEYS
 -- (META, JOBS, DUE, READY, FLIGHT, DEAD, ERRORS, RECUR, RNEXT, RLOW; an undeclared one is
@@ -17,7 +25,7 @@
 -- Bucket keys are the only keys built here (bucket_key): a script cannot know them
 -- before it has read `due`.
 --
--- Invariants kept by every script that moves a job (see src/durable/mod.rs for the whole
+-- Invariants kept by every script that moves a job (see src/lib.rs for the whole
 -- design):
 --   I1. A job is a field of `jobs` whose value is `due|loc|attempts|max|skip|payload`.
 --   I2. loc is a level digit k: the job is in the set `b:<k>:<start>`, where start is its
@@ -44,39 +52,44 @@ end
 -- The keys this call has found to hold the right type (or nothing), by name.
 local TYPED = {}
 
--- Raises GARBAGE for `key` if it holds a type other than `want` (a missing key is
--- fine). A script checks every key it will write before its first write, so that it
--- either changes nothing or finishes (Redis does not undo a script's writes when a later
--- command of it fails). A key checked or read already in this call is not asked again.
-function expect(key, want)
-  if TYPED[key] then
-    return
-  end
-  local found = redis.call('TYPE', key)['ok']
-  if found ~= 'none' and found ~= want then
-    garbage(key, 'expected a ' .. want .. ', found a ' .. found)
-  end
-  TYPED[key] = true
-end
-
--- Runs the read-only command `cmd` on `key`, which should hold a `want`: its answer, or
--- GARBAGE naming the key if it holds another type (where Redis would say WRONGTYPE
--- without naming it). The key then counts as checked (see `expect`).
+-- Runs the command `cmd` on `key`, which should hold a `want`: its answer; or, if Redis
+-- refuses it, GARBAGE naming the key if it holds another type (where Redis would say
+-- WRONGTYPE without naming it), else Redis's error (a permission error, say). The key
+-- then counts as checked (see `expect`). A script reads or checks every
+-- key it will write before its first write, so that it either changes nothing or
+-- finishes (Redis does not undo a script's writes when a later command of it fails).
+-- A script's first write can go through `read` too, instead of a check and then the
+-- write: if `key` holds another type, the error names it and nothing was written.
 function read(want, cmd, key, ...)
   local r = redis.pcall(cmd, key, ...)
   if type(r) == 'table' and r.err then
-    expect(key, want)
+    local found = redis.call('TYPE', key)['ok']
+    if found ~= 'none' and found ~= want then
+      garbage(key, 'expected a ' .. want .. ', found a ' .. found)
+    end
     error(r)
   end
   TYPED[key] = true
   return r
 end
 
--- A script's first write, under read's naming: if `key` holds another type than `want`,
--- GARBAGE naming it, and the script has changed nothing. (Saves the TYPE that `expect`
--- would ask first, where a script writes a key it does not read.)
-function first_write(want, cmd, key, ...)
-  return read(want, cmd, key, ...)
+-- Raises GARBAGE for `key` if it holds a type other than `want` (a missing key is
+-- fine), by the cheapest read of that type (an integer answer; `TYPE` answers a status,
+-- which costs Redis more to hand to Lua). A key checked or read already in this call is
+-- not asked again.
+function expect(key, want)
+  if TYPED[key] then
+    return
+  end
+  if want == 'zset' then
+    read('zset', 'ZCARD', key)
+  elseif want == 'hash' then
+    read('hash', 'HLEN', key)
+  elseif want == 'set' then
+    read('set', 'SCARD', key)
+  else
+    read('list', 'LLEN', key)
+  end
 end
 
 -- ARGV[i] as an integer at least `min` (0 if nil) and at most `max` (if given), or an
@@ -84,7 +97,7 @@ end
 -- scripts against other callers).
 function arg_int(i, what, min, max)
   local n = tonumber(ARGV[i])
-  if n == nil or n ~= math.floor(n) or n < (min or 0) or (max and n > max) then
+  if n == nil or n % 1 ~= 0 or n < (min or 0) or (max and n > max) then
     error({ err = 'ERR bad argument ' .. i .. ' (' .. what .. '): '
       .. string.format('%q', tostring(ARGV[i])) })
   end
@@ -104,10 +117,20 @@ local CHUNK = 4000
 -- values (or pairs) each apply alone (HSET, HDEL, SADD, SREM, ZADD, ZREM, RPUSH), so a
 -- split changes nothing, and whose reply is a count. An empty list sends nothing. Every
 -- write whose values grow with a batch goes through here, so that no script writes and
--- then fails at the unpack limit.
-function call_all(cmd, key, list, opt)
-  local n = 0
-  for i = 1, #list, CHUNK do
+-- then fails at the unpack limit. `from`: the values from this index on (default 1).
+function call_all(cmd, key, list, opt, from)
+  local n = #list
+  if n <= CHUNK and not from then
+    -- One command (the common case); none for an empty list.
+    if n == 0 then
+      return 0
+    elseif opt then
+      return redis.call(cmd, key, opt, unpack(list))
+    end
+    return redis.call(cmd, key, unpack(list))
+  end
+  n = 0
+  for i = from or 1, #list, CHUNK do
     local last = math.min(i + CHUNK - 1, #list)
     if opt then
       n = n + redis.call(cmd, key, opt, unpack(list, i, last))
@@ -118,13 +141,30 @@ function call_all(cmd, key, list, opt)
   return n
 end
 
+-- call_all (without `opt`) for a non-empty `list` whose first command is the script's
+-- first write, sent through `read`: the key needs no check before it (a wrong type is
+-- named, and nothing was written).
+function first_all(want, cmd, key, list)
+  local n = #list
+  if n <= CHUNK then
+    return read(want, cmd, key, unpack(list))
+  end
+  return read(want, cmd, key, unpack(list, 1, CHUNK)) + call_all(cmd, key, list, nil, CHUNK + 1)
+end
+
 -- `read(want, cmd, key, v...)` for the values of `list`, in chunks as call_all: the
 -- answers, one per value, in order (HMGET, ZMSCORE, SMISMEMBER). An empty list sends
 -- nothing and answers an empty table.
 function read_all(want, cmd, key, list)
+  local n = #list
+  if n == 0 then
+    return {}
+  elseif n <= CHUNK then
+    return read(want, cmd, key, unpack(list))
+  end
   local out = {}
-  for i = 1, #list, CHUNK do
-    local r = read(want, cmd, key, unpack(list, i, math.min(i + CHUNK - 1, #list)))
+  for i = 1, n, CHUNK do
+    local r = read(want, cmd, key, unpack(list, i, math.min(i + CHUNK - 1, n)))
     for x = 1, #r do
       out[#out + 1] = r[x]
     end
@@ -132,17 +172,31 @@ function read_all(want, cmd, key, list)
   return out
 end
 
+-- The clock's last reading (`meta`), as whole seconds and microseconds within the
+-- second: what a relative due time is counted from (see `arg_when`).
+local CLOCK_S, CLOCK_US = 0, 0
+
 -- ARGV[i] when it is a time argument: 'a<ms>' (at that time) or 'r<us>' (that long
--- after the clock's last reading: see due_after), as the due time in ms.
+-- after the clock's last reading, `meta`'s), as the due time in ms. A relative time is
+-- due never before that instant, to the microsecond, rounded up to the ms (counted from
+-- "now" in whole ms, it could be due up to 0.999 ms early); exact in doubles below 2^50
+-- us (35 years), and past that a millisecond later than the rounded sum, which is never
+-- early either.
 function arg_when(i)
   local kind, t = string.match(ARGV[i] or '', '^([ar])(%d+)$')
   if kind == nil then
     error({ err = 'ERR bad argument ' .. i .. ' (when): ' .. string.format('%q', tostring(ARGV[i])) })
   end
-  if kind == 'r' then
-    return due_after(tonumber(t))
+  t = tonumber(t)
+  if kind == 'a' then
+    return t
+  elseif t <= 0 then
+    -- Due at the reading itself: due now, by the clock's own (rounded down) "now".
+    return CLOCK_S * 1000 + (CLOCK_US - CLOCK_US % 1000) / 1000
+  elseif t < 2 ^ 50 then
+    return CLOCK_S * 1000 + math.ceil((CLOCK_US + t) / 1000)
   end
-  return tonumber(t)
+  return CLOCK_S * 1000 + math.ceil(t / 1000) + 1
 end
 
 function number(key, field, value)
@@ -156,74 +210,33 @@ function number(key, field, value)
   return n
 end
 
--- The clock's last reading, as whole seconds and microseconds within the second: what a
--- relative due time is counted from (see `due_after`).
-local CLOCK_S, CLOCK_US = 0, 0
-
--- Milliseconds on this queue's clock, rounded down ("now" never runs ahead).
-function clock(manual)
-  if manual then
+-- "Now" in ms on this queue's clock, rounded down ("now" never runs ahead): meta's
+-- `clock` (a manual clock, which only tests set) or Redis TIME; then meta's fields
+-- named (at most four), as stored (strings, or false when missing). One HMGET.
+function meta(...)
+  local v = read('hash', 'HMGET', META, 'clock', ...)
+  local manual = v[1] and tonumber(v[1])
+  if v[1] and not manual then
+    garbage(META, 'field clock is ' .. string.format('%q', v[1]) .. ', not a number')
+  elseif manual then
     CLOCK_S, CLOCK_US = math.floor(manual / 1000), (manual % 1000) * 1000
-    return manual
+    return manual, v[2], v[3], v[4], v[5]
   end
   local t = redis.call('TIME')
-  CLOCK_S, CLOCK_US = tonumber(t[1]), tonumber(t[2])
-  return CLOCK_S * 1000 + math.floor(CLOCK_US / 1000)
+  local s, us = tonumber(t[1]), tonumber(t[2])
+  CLOCK_S, CLOCK_US = s, us
+  return s * 1000 + (us - us % 1000) / 1000, v[2], v[3], v[4], v[5]
 end
 
--- The due time, in ms rounded up, of a job due `us` microseconds after the clock's last
--- reading: never before that instant, to the microsecond. (Counted from "now" in whole
--- ms, it could be due up to 0.999 ms early.) Exact in doubles below 2^50 us (35 years);
--- past that, a millisecond later than the rounded sum, which is never early either.
-function due_after(us)
-  if us <= 0 then
-    -- Due at the reading itself: due now, by the clock's own (rounded down) "now".
-    return CLOCK_S * 1000 + math.floor(CLOCK_US / 1000)
-  end
-  if us < 2 ^ 50 then
-    return CLOCK_S * 1000 + math.ceil((CLOCK_US + us) / 1000)
-  end
-  return CLOCK_S * 1000 + math.ceil(us / 1000) + 1
-end
-
--- Reads meta fields `names` and "now"; numbers where the field must be a number.
-function meta(names)
-  local all = { 'clock' }
-  for i = 1, #names do
-    all[#all + 1] = names[i]
-  end
-  local values = read('hash', 'HMGET', META, unpack(all))
-  local out = {}
-  for i = 2, #all do
-    out[all[i]] = values[i]
-  end
-  return clock(number(META, 'clock', values[1])), out
-end
-
--- The end of the level-0 slot holding `t`: jobs due before it are staged.
-function horizon(t)
-  return (math.floor(t / W0) + 1) * W0
-end
-
--- The coarsest level whose bucket for `due` starts at or after `h` (I2).
-function place(due, h)
-  local k, w, start = 0, W0, math.floor(due / W0) * W0
-  while k < KMAX do
-    local w2 = w * SPAN
-    local s2 = math.floor(due / w2) * w2
-    if s2 < h then
-      break
-    end
-    k, w, start = k + 1, w2, s2
-  end
-  return k, start
-end
-
--- A job record (I1) as a table, or nil if `rec` is not one.
-function readable(rec)
+-- A job record (I1) as a table, or nil if `rec` is not one; for calls a user makes
+-- (`id` given), an unreadable record is an error naming it.
+function readable(rec, id)
   local due, loc, att, max, skip, pos =
     string.match(rec, '^(%d+)|([%dsdx])|(%d+)|(%d+)|(%d+)|()')
   if due == nil then
+    if id then
+      garbage(JOBS, unreadable(id))
+    end
     return nil
   end
   return { due = tonumber(due), loc = loc, att = tonumber(att), max = tonumber(max),
@@ -234,24 +247,17 @@ function unreadable(id)
   return 'field ' .. string.format('%q', id) .. ' is not a job record'
 end
 
--- For calls a user makes: an unreadable record is an error naming it.
-function parse(id, rec)
-  local j = readable(rec)
-  if j == nil then
-    garbage(JOBS, unreadable(id))
-  end
-  return j
-end
-
--- Adds `by` to meta's counter `n_<name>` (what /metrics reports, cluster-wide): one
--- HINCRBY, only when there is something to count.
-function count(name, by)
+-- Adds `by` to meta's counter `field` (`n_<name>`: what /metrics reports, cluster-wide):
+-- one HINCRBY, only when there is something to count.
+function count(field, by)
   if by > 0 then
-    local r = redis.pcall('HINCRBY', META, 'n_' .. name, by)
+    -- A number argument costs Redis a printf; the common 1 is sent as text.
+    local text = by == 1 and '1' or string.format('%d', by)
+    local r = redis.pcall('HINCRBY', META, field, text)
     if type(r) == 'table' and r.err then
       -- A counter that is not an integer starts again, rather than fail a script that
       -- has written already (meta's type was checked when the script read it).
-      redis.call('HSET', META, 'n_' .. name, by)
+      redis.call('HSET', META, field, text)
     end
   end
 end
@@ -260,7 +266,7 @@ end
 -- put in `dead` (its record left as found), with an error naming it, and skipped. The
 -- caller has checked `dead` and `errors` (quarantine_check).
 function quarantine(id, now)
-  count('quarantined', 1)
+  count('n_quarantined', 1)
   redis.call('ZADD', DEAD, now, id)
   redis.call('HSET', ERRORS, id, 'garbage in ' .. JOBS .. ': ' .. unreadable(id))
 end
@@ -271,8 +277,7 @@ function quarantine_check()
 end
 
 function record(j)
-  return int(j.due) .. '|' .. j.loc .. '|' .. int(j.att) .. '|' .. int(j.max) .. '|'
-    .. int(j.skip) .. '|' .. j.payload
+  return string.format('%d|%s|%d|%d|%d|', j.due, j.loc, j.att, j.max, j.skip) .. j.payload
 end
 
 function bucket_key(member)
@@ -294,16 +299,19 @@ end
 -- The `due` member of the bucket a job with a level digit as loc is in (I2).
 function bucket_of(j)
   local w = W0 * SPAN ^ tonumber(j.loc)
-  return M_BUCKET .. j.loc .. ':' .. int(math.floor(j.due / w) * w)
+  return M_BUCKET .. j.loc .. ':' .. int(j.due - j.due % w)
 end
 
 -- Where job `j` (id `id`, loc neither 'x' nor 'd') is, found by reads only: 'bucket'
--- (its key checked), 'staged', 'flight' or 'ready' (loc 's', neither staged nor in
+-- (its key checked, unless `unchecked`: the caller's first write is to that bucket, and
+-- goes through `read`), 'staged', 'flight' or 'ready' (loc 's', neither staged nor in
 -- flight). A job whose bucket does not hold it is taken as in its bucket: unplace then
 -- has nothing to remove, and the job is placed anew or removed as the caller says.
-function whereis(id, j)
+function whereis(id, j, unchecked)
   if j.loc ~= 's' then
-    expect(bucket_key(bucket_of(j)), 'set')
+    if not unchecked then
+      expect(bucket_key(bucket_of(j)), 'set')
+    end
     return 'bucket'
   end
   if read('zset', 'ZSCORE', DUE, M_STAGED .. id) then
@@ -317,7 +325,7 @@ end
 
 -- Takes job `j` out of `place` (whereis's answer; a ready job stays in the list, the
 -- caller counts it in skip); a bucket left empty leaves `due` (I2). Writes: the caller
--- has checked every key first.
+-- has checked every key first, but a bucket that is its first write (through `read`).
 function unplace(id, j, place)
   if place == 'staged' then
     redis.call('ZREM', DUE, M_STAGED .. id)
@@ -326,16 +334,24 @@ function unplace(id, j, place)
   elseif place == 'bucket' then
     local member = bucket_of(j)
     local key = bucket_key(member)
-    redis.call('SREM', key, id)
+    read('set', 'SREM', key, id)
     if redis.call('EXISTS', key) == 0 then
       redis.call('ZREM', DUE, member)
     end
   end
 end
 
--- Changes collected by a script and applied with one command per kind.
-function batch()
-  return { sets = {}, order = {}, staged = {}, ready = {}, writes = {}, wake = nil }
+-- Changes collected by a script at time `now` and applied with one command per kind:
+-- `writes` (id, record pairs for `jobs`), and, made when first needed, `ready` (ids),
+-- `staged` (score, member pairs for `due`), `order` (the bucket members in the order
+-- first met) with `sets` (each member's ids). `h` is the horizon: the end of the level-0
+-- slot holding now + LEAD; a job due before it is staged, one due later goes to the
+-- coarsest bucket that starts at or after it (I2). (The fields made later are named in
+-- the constructor so that adding them does not grow the table.)
+function batch(now)
+  local h = now + LEAD
+  return { now = now, h = h - h % W0 + W0, writes = {}, ready = nil, staged = nil,
+           order = nil, sets = nil, wake = nil, known = nil }
 end
 
 function wake_at(b, t)
@@ -344,81 +360,133 @@ function wake_at(b, t)
   end
 end
 
--- Puts job `j` (id `id`) where its due time says, relative to `now` and horizon `h`,
--- and queues its record for writing. Returns nothing; `flush` applies it.
-function insert(b, id, j, now, h)
-  if j.due <= now then
+-- Puts job `j` (id `id`) where its due time says, relative to the batch's time and
+-- horizon, and queues its record for writing. Returns nothing; `flush` applies it.
+function insert(b, id, j)
+  local due, h = j.due, b.h
+  if due <= b.now then
     j.loc = 's'
-    b.ready[#b.ready + 1] = id
-  elseif j.due < h then
-    j.loc = 's'
-    b.staged[#b.staged + 1] = j.due
-    b.staged[#b.staged + 1] = M_STAGED .. id
-    wake_at(b, j.due)
-  else
-    local k, start = place(j.due, h)
-    j.loc = int(k)
-    local member = M_BUCKET .. int(k) .. ':' .. int(start)
-    local ids = b.sets[member]
-    if ids == nil then
-      ids = {}
-      b.sets[member] = ids
-      b.order[#b.order + 1] = { member, start - LEAD }
+    local ready = b.ready
+    if ready then
+      ready[#ready + 1] = id
+    else
+      b.ready = { id }
     end
-    ids[#ids + 1] = id
+  elseif due < h then
+    j.loc = 's'
+    local staged = b.staged
+    if staged then
+      local n = #staged
+      staged[n + 1] = due
+      staged[n + 2] = M_STAGED .. id
+    else
+      b.staged = { due, M_STAGED .. id }
+    end
+    if b.wake == nil or due < b.wake then
+      b.wake = due
+    end
+  else
+    -- The coarsest level whose bucket for `due` starts at or after `h` (I2).
+    local k, w, start = 0, W0, due - due % W0
+    while k < KMAX do
+      local w2 = w * SPAN
+      local s2 = due - due % w2
+      if s2 < h then
+        break
+      end
+      k, w, start = k + 1, w2, s2
+    end
+    -- One digit: KMAX < 10.
+    j.loc = string.sub('0123456789', k + 1, k + 1)
+    local member = M_BUCKET .. j.loc .. ':' .. string.format('%d', start)
+    local sets = b.sets
+    if sets == nil then
+      b.sets, b.order = { [member] = { id } }, { member }
+    elseif sets[member] == nil then
+      sets[member] = { id }
+      b.order[#b.order + 1] = member
+    else
+      local ids = sets[member]
+      ids[#ids + 1] = id
+    end
   end
-  b.writes[#b.writes + 1] = id
-  b.writes[#b.writes + 1] = record(j)
+  local writes = b.writes
+  local n = #writes
+  writes[n + 1] = id
+  writes[n + 2] = record(j)
 end
 
 -- Checks, before anything is written, every key `flush` will write for batch `b` (and
--- only those: a bad key that a call does not touch does not stop it). `jobs` and `meta`
--- are not checked: a record is only written after the script read it, and meta is read
--- by every script first (`meta`), which names either if it is of the wrong type.
-function check_batch(b)
-  if #b.order > 0 or #b.staged > 0 then
+-- only those: a bad key that a call does not touch does not stop it), but the first
+-- bucket when `lazy`: flush writes it first, through `read`. `jobs` and `meta` are
+-- not checked: a record is only written after the script read it, and meta is read by
+-- every script first (`meta`), which names either if it is of the wrong type. When
+-- `lazy`, `due` is checked by reading the buckets' members (ZMSCORE: which are there
+-- already), so that flush adds only the new ones; otherwise (a caller that writes
+-- between this check and flush) by `expect`, and flush adds every member with NX.
+function check_batch(b, lazy)
+  local order = b.order
+  if order and lazy then
+    b.known = read_all('zset', 'ZMSCORE', DUE, order)
+  elseif order or b.staged then
     expect(DUE, 'zset')
   end
-  if #b.ready > 0 then
+  if b.ready and #b.ready > 0 then
     expect(READY, 'list')
   end
-  for _, pair in ipairs(b.order) do
-    expect(bucket_key(pair[1]), 'set')
+  for i = lazy and 2 or 1, order and #order or 0 do
+    expect(bucket_key(order[i]), 'set')
   end
 end
 
 -- Applies a batch, first checking it (check_batch) unless the caller did (`checked`,
--- before writes of its own). `m` holds meta's `armed` (the earliest time the leader is
--- known to wake for), `expires` and `busy` (`nil`: no leader to tell); an earlier new
--- wake is published on the queue's channel, and shortens the leader's lease to
--- max(wake, now + busy) so that a dead leader is replaced in time.
-function flush(b, now, m, checked)
+-- before writes of its own). `armed` is meta's `armed`, the earliest time the leader is
+-- known to wake for (nil: no leader to tell): an earlier new wake is published on the
+-- queue's channel, and shortens the leader's lease (meta's `expires`) to max(wake, now
+-- + busy lease) so that a dead leader is replaced in time. (Those two fields are read
+-- only then: meta's type was checked when the caller read `armed`.)
+function flush(b, armed, checked)
   if not checked then
-    check_batch(b)
+    check_batch(b, true)
   end
-  for _, pair in ipairs(b.order) do
-    local member, score = pair[1], pair[2]
-    call_all('SADD', bucket_key(member), b.sets[member])
-    if redis.call('ZADD', DUE, 'NX', score, member) == 1 then
-      wake_at(b, score)
+  local known, wake, order = not checked and b.known, b.wake, b.order
+  for i = 1, order and #order or 0 do
+    local member = order[i]
+    local key, ids = bucket_key(member), b.sets[member]
+    if i == 1 and not checked then
+      first_all('set', 'SADD', key, ids)
+    else
+      call_all('SADD', key, ids)
+    end
+    if not (known and known[i]) then
+      local score = tonumber(string.match(member, ':(%d+)$')) - LEAD
+      if redis.call('ZADD', DUE, 'NX', score, member) == 1 and (wake == nil or score < wake) then
+        wake = score
+      end
     end
   end
-  call_all('ZADD', DUE, b.staged)
-  call_all('RPUSH', READY, b.ready)
+  if b.staged then
+    call_all('ZADD', DUE, b.staged)
+  end
+  if b.ready then
+    call_all('RPUSH', READY, b.ready)
+  end
   call_all('HSET', JOBS, b.writes)
-  local armed = m and tonumber(m.armed)
-  if b.wake ~= nil and armed ~= nil and armed > 0 and b.wake < armed then
-    local e = tonumber(m.expires) or 0
-    local short = math.max(b.wake, now + (tonumber(m.busy) or BUSY))
+  armed = wake ~= nil and tonumber(armed)
+  if armed and armed > 0 and wake < armed then
+    local m = redis.call('HMGET', META, 'expires', 'busy')
+    local e = tonumber(m[1]) or 0
+    local short = math.max(wake, b.now + (tonumber(m[2]) or BUSY))
     if e > short then
       e = short
     end
-    redis.call('HSET', META, 'armed', int(b.wake), 'expires', int(e))
-    redis.call('PUBLISH', CHANNEL, int(b.wake) .. ' ' .. int(e))
+    local at, ends = string.format('%d', wake), string.format('%d', e)
+    redis.call('HSET', META, 'armed', at, 'expires', ends)
+    redis.call('PUBLISH', CHANNEL, at .. ' ' .. ends)
   end
 end
 
--- Recurring schedules (src/durable/mod.rs, "Recurring jobs"). Three keys of their own:
+-- Recurring schedules (src/lib.rs, "Recurring jobs"). Three keys of their own:
 --   `recur`  hash: id -> `kind|policy|max|period|spec|payload`; kind 'e' (every `period`
 --            ms) or 'c' (cron: spec is `<zone> <expression>`, read only by the Rust
 --            side); policy 'b' (Burst), 'd' (Delay) or 's' (Skip).
@@ -469,7 +537,7 @@ end
 -- `now`: jobs go into batch `b` (as `insert` does, so `flush` writes them), and their
 -- lags into `lags`. Returns the plan for recur_write and the budget left. Reads only:
 -- the caller writes after every check (recur_check).
-function recur_take(rs, now, h, b, lags, budget)
+function recur_take(rs, now, b, lags, budget)
   local plan = { next = {}, rescore = {}, drop = {}, low = {}, more = false }
   if #rs == 0 then
     return plan, budget
@@ -576,7 +644,7 @@ function recur_take(rs, now, h, b, lags, budget)
       if old[x] == false or (o and o.loc == 'x') then
         lags[#lags + 1] = now - t
         insert(b, jid, { due = t, loc = 's', att = 0, max = s.max, skip = o and o.skip or 0,
-                         payload = s.payload }, now, h)
+                         payload = s.payload })
       end
     end
   end

@@ -11,8 +11,8 @@
 -- Keeps R1: only times after both `last` and the last known time are appended, and only
 -- if `rnext` still holds what the times were computed from (a schedule set again or
 -- removed meanwhile is left alone).
-local now, m = meta({ 'token', 'expires' })
-if m.token ~= ARGV[1] or (tonumber(m.expires) or 0) <= now then
+local now, token, expires = meta('token', 'expires')
+if token ~= ARGV[1] or (tonumber(expires) or 0) <= now then
   return { 0 }
 end
 if #ARGV % 3 ~= 1 then

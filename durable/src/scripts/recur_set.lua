@@ -8,7 +8,7 @@
 -- Returns  { now, set }: set is 0 if the id already had this very record (left as it
 --          is, its next occurrences too: a deploy that sets its schedules again moves
 --          none of them), 1 if the schedule is new or replaced (counted from now on).
-local now, m = meta({ 'armed', 'expires', 'busy' })
+local now, armed = meta('armed')
 local id, rec, first = ARGV[1], ARGV[2], ARGV[3]
 if recur_spec(rec or '') == nil or not (string.match(first or '', '^r%d+$')
     or string.match(first or '', '^c[%d,]*$')) then
@@ -36,9 +36,9 @@ redis.call('HSET', RECUR, id, rec)
 redis.call('HSET', RNEXT, id, recur_value(now, ts, 1))
 if #ts > 0 then
   redis.call('ZADD', DUE, ts[1], M_RECUR .. id)
-  local b = batch()
+  local b = batch(now)
   wake_at(b, ts[1])
-  flush(b, now, m, true)
+  flush(b, armed, true)
 else
   redis.call('ZREM', DUE, M_RECUR .. id)
 end

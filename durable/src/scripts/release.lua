@@ -3,8 +3,8 @@
 -- KEYS     meta (contract.rs, script_keys::LEASE)
 -- ARGV     token
 -- Returns  1 if the caller's leadership was the current one and is now released, else 0.
-local now, m = meta({ 'token' })
-if m.token ~= ARGV[1] then
+local now, token = meta('token')
+if token ~= ARGV[1] then
   return 0
 end
 redis.call('HSET', META, 'holder', '', 'expires', 0, 'armed', 0)

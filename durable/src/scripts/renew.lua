@@ -7,13 +7,13 @@
 --
 -- A lease shortened (work came near) is published, so that candidates sleeping until
 -- its old end look again at its new one.
-local now, m = meta({ 'token', 'expires' })
+local now, token, ends = meta('token', 'expires')
 local ttl = arg_int(2, 'ttl_ms', 1)
 for i = 3, 6 do
   arg_int(i, 'a lag figure', 0)
 end
-local old = number(META, 'expires', m.expires) or 0
-if m.token ~= ARGV[1] or old <= now then
+local old = number(META, 'expires', ends) or 0
+if token ~= ARGV[1] or old <= now then
   return { 0, now }
 end
 local expires = now + ttl

@@ -1,4 +1,4 @@
--- repair.lua: one chunk of the repair pass (src/durable/repair.rs): puts back jobs whose
+-- repair.lua: one chunk of the repair pass (src/repair.rs): puts back jobs whose
 -- record names a place that does not hold them, and removes entries that name no job.
 --
 -- KEYS     all ten (contract.rs, script_keys::ALL); bucket keys are built from meta's
@@ -26,8 +26,8 @@
 -- (I5) does not match the stale entries `ready` holds is corrected, wherever the job is
 -- (after `ready` was deleted, a job elsewhere would otherwise lose its next live entry);
 -- a tombstone with none left is removed. Every key is checked before the first write.
-local now, m = meta({ 'token', 'expires', 'armed', 'busy' })
-if ARGV[1] ~= '-' and (m.token ~= ARGV[1] or (tonumber(m.expires) or 0) <= now) then
+local now, token, expires, armed = meta('token', 'expires', 'armed')
+if ARGV[1] ~= '-' and (token ~= ARGV[1] or (tonumber(expires) or 0) <= now) then
   return { 0 }
 end
 local what = ARGV[2]
@@ -41,8 +41,7 @@ for i = 3, #ARGV do
   end
 end
 local out = { 1, 0, 0 }
-local h = horizon(now + LEAD)
-local b = batch()
+local b = batch(now)
 local removes = {}   -- { key, command, member }
 local adds = {}      -- { key, command, args... }: the writes besides the batch
 local bad = {}       -- unreadable records to quarantine
@@ -53,7 +52,7 @@ end
 
 local function put(j, id)
   j.loc = 's'
-  insert(b, id, j, now, h)
+  insert(b, id, j)
 end
 
 -- For the `ready` step: job `id` (record `j`) should have `j.skip` stale entries in
@@ -310,8 +309,8 @@ end
 for _, x in ipairs(adds) do
   redis.call(x[2], x[1], unpack(x, 3))
 end
-flush(b, now, m, true)
+flush(b, armed, true)
 out[2] = #bad + #adds + #b.writes / 2
 out[3] = #removes
-count('repaired', out[2] + out[3])
+count('n_repaired', out[2] + out[3])
 return out

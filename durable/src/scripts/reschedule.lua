@@ -9,7 +9,7 @@
 --
 -- Keeps I1-I5: the job leaves its place (a ready one leaves a stale entry, counted in
 -- skip) and is inserted as schedule.lua would, keeping its attempts and payload.
-local now, m = meta({ 'armed', 'expires', 'busy' })
+local now, armed = meta('armed')
 local id = ARGV[1]
 local due = arg_when(2)
 -- First every read and check (the job's place, the keys its new place needs), then
@@ -18,11 +18,12 @@ local rec = read('hash', 'HGET', JOBS, id)
 if not rec then
   return { now, 0 }
 end
-local j = parse(id, rec)
+local j = readable(rec, id)
 if j.loc == 'x' or j.loc == 'd' then
   return { now, 0 }
 end
-local place = whereis(id, j)
+-- The job's bucket is its first write (unplace, through `read`): not checked here.
+local place = whereis(id, j, true)
 if place == 'flight' then
   return { now, 0 }
 end
@@ -34,9 +35,9 @@ local moved = { due = due, loc = 's', att = j.att, max = j.max, skip = j.skip,
 if place == 'ready' then
   moved.skip = moved.skip + 1
 end
-local b = batch()
-insert(b, id, moved, now, horizon(now + LEAD))
+local b = batch(now)
+insert(b, id, moved)
 check_batch(b)
 unplace(id, j, place)
-flush(b, now, m, true)
+flush(b, armed, true)
 return { now, 1 }

@@ -7,23 +7,23 @@
 --
 -- Keeps I1-I5: the job leaves `dead` for `ready` with its attempts reset and its error
 -- kept until it completes.
-local now, m = meta({ 'armed', 'expires', 'busy' })
+local now, armed = meta('armed')
 local id = ARGV[1]
 local rec = read('hash', 'HGET', JOBS, id)
 if not rec then
   return 0
 end
-local j = parse(id, rec)
+local j = readable(rec, id)
 if j.loc ~= 'd' then
   return 0
 end
 j.att = 0
 j.due = now
-local b = batch()
-insert(b, id, j, now, horizon(now + LEAD))
+local b = batch(now)
+insert(b, id, j)
 -- Checked before the first write: `dead`, and where the job goes.
 expect(DEAD, 'zset')
 check_batch(b)
 redis.call('ZREM', DEAD, id)
-flush(b, now, m, true)
+flush(b, armed, true)
 return 1

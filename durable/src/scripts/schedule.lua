@@ -4,54 +4,50 @@
 --          script_keys::SCHEDULE); bucket keys are built from meta's prefix
 -- ARGV     n, then n times: id, when, max_attempts, payload
 --          when is 'a<ms>' (due at that time on the queue's clock) or 'r<us>' (due that
---          many microseconds from now, to the microsecond: see lib.lua's due_after)
+--          many microseconds from now, to the microsecond: see lib.lua's arg_when)
 -- Returns  { now, added_1, ..., added_n }: added is 1 for a new job, 0 for an id in use.
 --
 -- Keeps I1-I5: a new job goes to `ready` (due), the staged window (due before the
 -- horizon) or the bucket of the coarsest level that starts at or after the horizon; an
 -- id whose record is a tombstone is reused, and its skip count carried over (I5).
-local now, m = meta({ 'armed', 'expires', 'busy' })
-local h = horizon(now + LEAD)
--- Every argument is checked before anything is written (so is every key: `jobs` by its
--- read, the rest by flush's check_batch).
+local now, armed = meta('armed')
 local n = arg_int(1, 'n', 1)
 if #ARGV ~= 1 + 4 * n then
   error({ err = 'ERR bad arguments: ' .. #ARGV .. ' for ' .. n .. ' jobs' })
 end
-local ids, dues, maxes = {}, {}, {}
+local ids = {}
 for i = 1, n do
-  local base = 2 + (i - 1) * 4
-  ids[i] = ARGV[base]
-  dues[i] = arg_when(base + 1)
-  maxes[i] = arg_int(base + 2, 'max_attempts', 1)
+  ids[i] = ARGV[4 * i - 2]
 end
 local recs = read_all('hash', 'HMGET', JOBS, ids)
-local b = batch()
+local b = batch(now)
 local out = { now }
-local seen = {}
+-- Ids met already in this call (only a call of several jobs can name one twice).
+local seen = n > 1 and {} or nil
+local added = 0
+-- Every argument is checked in this loop, before anything is written (so is every key:
+-- `jobs` by its read, the rest by flush's check_batch, or by flush's first write).
 for i = 1, n do
-  local base = 2 + (i - 1) * 4
+  local base = 4 * i - 2
   local id = ids[i]
-  local skip = 0
-  local taken = seen[id]
+  local due, max = arg_when(base + 1), arg_int(base + 2, 'max_attempts', 1)
+  local taken, skip = seen and seen[id], 0
   if not taken and recs[i] then
-    local old = parse(id, recs[i])
-    taken = old.loc ~= 'x'
-    skip = old.skip
+    local old = readable(recs[i], id)
+    taken, skip = old.loc ~= 'x', old.skip
   end
   if taken then
-    out[#out + 1] = 0
+    out[i + 1] = 0
   else
-    insert(b, id, { due = dues[i], loc = 's', att = 0, max = maxes[i],
-                    skip = skip, payload = ARGV[base + 3] }, now, h)
-    seen[id] = true
-    out[#out + 1] = 1
+    insert(b, id, { due = due, loc = 's', att = 0, max = max, skip = skip,
+                    payload = ARGV[base + 3] })
+    if seen then
+      seen[id] = true
+    end
+    out[i + 1] = 1
+    added = added + 1
   end
 end
-flush(b, now, m)
-local added = 0
-for i = 2, #out do
-  added = added + out[i]
-end
-count('scheduled', added)
+flush(b, armed)
+count('n_scheduled', added)
 return out

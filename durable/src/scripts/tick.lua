@@ -23,13 +23,13 @@
 --               lease ended go back to `ready`, or to `dead` after their last attempt.
 -- Then meta's `armed` is raised to at least the new head, so that a script adding an
 -- earlier wake knows to publish it (lib.lua's flush).
-local now, m = meta({ 'token', 'expires', 'armed' })
+local now, token, expires, armed_at = meta('token', 'expires', 'armed')
 local budget = arg_int(2, 'limit', 1, MAX_BATCH)
-if m.token ~= ARGV[1] or (tonumber(m.expires) or 0) <= now then
+if token ~= ARGV[1] or (tonumber(expires) or 0) <= now then
   return { 0 }
 end
-local h = horizon(now + LEAD)
-local b = batch()
+local b = batch(now)
+b.ready = {}
 local lags = {}
 local done = {}
 local more = 0
@@ -82,7 +82,7 @@ for i = 1, #items, 2 do
             if j.due <= now then
               lags[#lags + 1] = now - j.due
             end
-            insert(b, ids[x], j, now, h)
+            insert(b, ids[x], j)
           end
         end
       end
@@ -121,7 +121,7 @@ for i = 1, #items, 2 do
   end
 end
 local rplan
-rplan, budget = recur_take(rs, now, h, b, lags, budget)
+rplan, budget = recur_take(rs, now, b, lags, budget)
 if rplan.more then
   more = 1
 end
@@ -150,7 +150,7 @@ end
 call_all('ZREM', FLIGHT, ended)
 call_all('HSET', ERRORS, notes)
 call_all('ZADD', DEAD, dead)
-count('died', #dead / 2)
+count('n_died', #dead / 2)
 if flight_head then
   local head = redis.call('ZRANGE', FLIGHT, 0, 0, 'WITHSCORES')
   if #head > 0 then
@@ -162,13 +162,13 @@ end
 call_all('ZREM', DUE, done)
 recur_write(rplan)
 -- The leader reads `next` from this call, so nothing added here needs publishing.
-flush(b, now, nil, true)
+flush(b, nil, true)
 local head = redis.call('ZRANGE', DUE, 0, 0, 'WITHSCORES')
 local nxt = -1
 if #head > 0 then
   nxt = tonumber(head[2])
 end
-local armed = tonumber(m.armed) or 0
+local armed = tonumber(armed_at) or 0
 if nxt < 0 then
   if armed < 2 ^ 52 then
     redis.call('HSET', META, 'armed', int(2 ^ 52))
@@ -195,8 +195,8 @@ for i = 1, #lags do
   hist[r] = (hist[r] or 0) + 1
 end
 for r, n in pairs(hist) do
-  count('lag_le_' .. r, n)
+  count('n_lag_le_' .. r, n)
 end
-count('promoted', #lags)
-count('lag_sum_ms', sum)
+count('n_promoted', #lags)
+count('n_lag_sum_ms', sum)
 return out
