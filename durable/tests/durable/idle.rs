@@ -29,18 +29,55 @@ async fn calls_by_command(
         .collect()
 }
 
+/// The lease's `expires` as each renewal of `meta` wrote it, read from Redis's `MONITOR`
+/// (the commands a script runs are shown too, `[0 lua] "HSET" "<meta>" "expires" ...`):
+/// a task that collects them until aborted.
+async fn watch_renewals(
+    server: &RedisServer,
+    meta: String,
+) -> (
+    std::sync::Arc<std::sync::Mutex<Vec<u64>>>,
+    tokio::task::JoinHandle<()>,
+) {
+    use futures::StreamExt;
+    let monitor = redis::Client::open(server.admin_url())
+        .unwrap()
+        .get_async_monitor()
+        .await
+        .expect("MONITOR");
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = seen.clone();
+    let task = tokio::spawn(async move {
+        let mut lines = monitor.into_on_message::<String>();
+        while let Some(line) = lines.next().await {
+            // The quoted arguments: every other piece between quotes.
+            let args: Vec<&str> = line.split('"').skip(1).step_by(2).collect();
+            if let ["HSET" | "hset", key, "expires", expires, ..] = args[..] {
+                if key == meta {
+                    sink.lock().unwrap().push(expires.parse().unwrap());
+                }
+            }
+        }
+    });
+    (seen, task)
+}
+
 /// An idle queue costs its lease renewals and its candidates' looks, and nothing else:
 /// with a 400 ms idle lease, the leader renews every 200 ms and the candidate looks each
-/// time the lease it saw would have ended.
+/// time the lease it saw would have ended. Each renewal is timed by the lease end it
+/// writes (`now + lease` on Redis's clock), so its pace is checked, not only a count.
 #[test]
 fn an_idle_queue_sends_only_its_lease_renewals_and_candidate_looks() {
     support::multi_thread().block_on(async {
         const HALF_LEASE_MS: u64 = 200;
         const WINDOW_MS: u64 = 3_000;
+        // How late a renewal may come, at the median, after half the lease: the reply's
+        // round trip and the timer's lateness. A renewal at 2/3 of the lease (67 ms
+        // late) must not pass.
+        const LATE_MEDIAN_MS: u64 = 30;
         let server = RedisServer::start();
-        let queue = Queue::connect(&server.url(), &queue_name("idle"))
-            .await
-            .unwrap();
+        let name = queue_name("idle");
+        let queue = Queue::connect(&server.url(), &name).await.unwrap();
         queue
             .schedule("far", b"", Duration::from_secs(3600))
             .await
@@ -61,9 +98,12 @@ fn an_idle_queue_sends_only_its_lease_renewals_and_candidate_looks() {
         // Settled: elected, the lease grown to its idle length, everyone waiting.
         tokio::time::sleep(Duration::from_millis(1_000)).await;
         let mut admin = admin(&server).await;
+        let (renewed, watching) =
+            watch_renewals(&server, format!("tickless:{{{name}}}:meta")).await;
         let before = calls_by_command(&mut admin).await;
         tokio::time::sleep(Duration::from_millis(WINDOW_MS)).await;
         let after = calls_by_command(&mut admin).await;
+        watching.abort();
         let delta: std::collections::BTreeMap<&str, u64> = after
             .iter()
             .map(|(name, calls)| {
@@ -107,6 +147,34 @@ fn an_idle_queue_sends_only_its_lease_renewals_and_candidate_looks() {
             (calls("time"), calls("hmget")),
             (scripts, scripts),
             "{delta:?}"
+        );
+        // The pace: each renewal comes half a lease after the last one's reply, plus its
+        // lateness; never sooner (a renewal at a third of the lease would cost half as
+        // much again), never after the lease has ended (a candidate could take it from
+        // a live leader), and at the median, barely late.
+        let expires = renewed.lock().unwrap().clone();
+        let mut gaps: Vec<u64> = expires
+            .windows(2)
+            .map(|w| w[1].saturating_sub(w[0]))
+            .collect();
+        assert!(
+            gaps.len() as u64 >= per_role * 2 / 3 - 2,
+            "{} renewals seen in {WINDOW_MS} ms: {expires:?}",
+            expires.len()
+        );
+        assert!(
+            gaps.iter()
+                .all(|&gap| (HALF_LEASE_MS..2 * HALF_LEASE_MS).contains(&gap)),
+            "renewals {gaps:?} ms apart: not within [{HALF_LEASE_MS}, {}) ms",
+            2 * HALF_LEASE_MS
+        );
+        gaps.sort_unstable();
+        let median = gaps[gaps.len() / 2];
+        eprintln!("idle: {renewals} renewals, {gaps:?} ms apart");
+        assert!(
+            median <= HALF_LEASE_MS + LATE_MEDIAN_MS,
+            "renewals {median} ms apart at the median, half the lease is {HALF_LEASE_MS} ms: \
+             {gaps:?}"
         );
         assert!(leader.stats().leading != candidate.stats().leading);
         worker.abort();
