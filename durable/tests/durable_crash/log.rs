@@ -76,10 +76,23 @@ pub fn args(parts: &[&str]) -> Vec<String> {
     parts.iter().map(|p| p.to_string()).collect()
 }
 
-/// What the workers said: per id, each start (worker, attempt, claimed, due) and ends.
+/// One handler's start, as its worker printed it (times in ms since the epoch).
+#[derive(Clone, Debug)]
+pub struct Start {
+    pub worker: String,
+    pub attempt: u32,
+    /// The library's figures: the claim's time and the job's due time, on the queue's
+    /// clock.
+    pub claimed: u64,
+    pub due: u64,
+    /// The handler's own reading of the clock.
+    pub started: u64,
+}
+
+/// What the workers said: per id, each start and how many ended.
 #[derive(Default)]
 pub struct Log {
-    pub starts: BTreeMap<String, Vec<(String, u32, u64, u64)>>,
+    pub starts: BTreeMap<String, Vec<Start>>,
     pub ends: BTreeMap<String, usize>,
 }
 
@@ -89,13 +102,14 @@ pub fn read_log(workers: &[Proc]) -> Log {
         for line in worker.lines() {
             let f: Vec<&str> = line.split(' ').collect();
             match f[..] {
-                ["start", id, attempt, claimed, due] => {
-                    log.starts.entry(id.to_string()).or_default().push((
-                        worker.name.clone(),
-                        attempt.parse().unwrap(),
-                        claimed.parse().unwrap(),
-                        due.parse().unwrap(),
-                    ))
+                ["start", id, attempt, claimed, due, started] => {
+                    log.starts.entry(id.to_string()).or_default().push(Start {
+                        worker: worker.name.clone(),
+                        attempt: attempt.parse().unwrap(),
+                        claimed: claimed.parse().unwrap(),
+                        due: due.parse().unwrap(),
+                        started: started.parse().unwrap(),
+                    })
                 }
                 ["end", id, _] => *log.ends.entry(id.to_string()).or_default() += 1,
                 _ => {}
@@ -104,7 +118,7 @@ pub fn read_log(workers: &[Proc]) -> Log {
     }
     // In the order they were delivered, whichever worker printed them.
     for starts in log.starts.values_mut() {
-        starts.sort_by_key(|&(_, attempt, claimed, _)| (attempt, claimed));
+        starts.sort_by_key(|s| (s.attempt, s.claimed));
     }
     log
 }
@@ -130,20 +144,33 @@ pub fn in_flight(url: &str, name: &str) -> BTreeSet<String> {
 /// the crash (in `flight`, a snapshot of Redis's in-flight set taken at `snapshot_ms`,
 /// or claimed after that snapshot).
 pub fn cut_off_by_the_crash(
-    starts: &[(String, u32, u64, u64)],
+    starts: &[Start],
     crash_ms: u64,
     first_on: Option<&str>,
     in_flight: (&BTreeSet<String>, u64),
     id: &str,
 ) -> bool {
-    let [(first_worker, _, first_claim, _), (second_worker, _, second_claim, _)] = starts else {
+    let [first, second] = starts else {
         return false;
     };
     let (flight, snapshot_ms) = in_flight;
-    *first_claim <= crash_ms
-        && *second_claim >= crash_ms
-        && first_on.is_none_or(|w| first_worker == w && second_worker != w)
-        && (flight.contains(id) || *first_claim >= snapshot_ms)
+    first.claimed <= crash_ms
+        && second.claimed >= crash_ms
+        && first_on.is_none_or(|w| first.worker == w && second.worker != w)
+        && (flight.contains(id) || first.claimed >= snapshot_ms)
+}
+
+/// The due time each scheduler asked for, by id: printed before the batch was sent, so a
+/// job stored by a scheduler killed before it heard back has one too.
+pub fn asked(schedulers: &[Proc]) -> BTreeMap<String, u64> {
+    schedulers
+        .iter()
+        .flat_map(|s| s.lines())
+        .filter_map(|l| {
+            let (id, due) = l.strip_prefix("asking ")?.split_once(' ')?;
+            Some((id.to_string(), due.parse().ok()?))
+        })
+        .collect()
 }
 
 pub fn confirmed(schedulers: &[Proc]) -> BTreeSet<String> {
@@ -188,15 +215,17 @@ pub fn wait_until_done(
     }
 }
 
-/// Checks the log: 0 lost, nothing early, duplicates only where `may_repeat` says a
-/// handler had started; returns how many jobs were handled twice or more. A job first
-/// seen at a later attempt must have been claimed after `crash_ms`: its first claim's
-/// answer died with a worker or a connection, so no handler started.
+/// Checks the log: 0 lost, no handler before the due time asked for (`asked`) by its
+/// own clock, duplicates only where `may_repeat` says a handler had started; returns how
+/// many jobs were handled twice or more. A job first seen at a later attempt must have
+/// been claimed after `crash_ms`: its first claim's answer died with a worker or a
+/// connection, so no handler started.
 pub fn check(
     log: &Log,
     confirmed: &BTreeSet<String>,
+    asked: &BTreeMap<String, u64>,
     crash_ms: u64,
-    may_repeat: impl Fn(&str, &[(String, u32, u64, u64)]) -> bool,
+    may_repeat: impl Fn(&str, &[Start]) -> bool,
 ) -> usize {
     let lost: Vec<&String> = confirmed
         .iter()
@@ -210,8 +239,27 @@ pub fn check(
     );
     let mut repeated = 0;
     for (id, starts) in &log.starts {
-        for (worker, attempt, claimed, due) in starts {
-            assert!(claimed >= due, "{id} handed to {worker} (attempt {attempt}) at {claimed}, before its due time {due}");
+        let asked_due = asked
+            .get(id)
+            .unwrap_or_else(|| panic!("{id} was handled, but no scheduler asked for it"));
+        for s in starts {
+            assert!(
+                s.claimed >= s.due,
+                "{id} handed to {} (attempt {}) at {}, before its due time {}",
+                s.worker,
+                s.attempt,
+                s.claimed,
+                s.due
+            );
+            assert!(
+                s.started >= *asked_due,
+                "{id}'s handler in {} (attempt {}) started at {}, {} ms before the due time \
+                 asked for",
+                s.worker,
+                s.attempt,
+                s.started,
+                asked_due - s.started
+            );
         }
         if starts.len() > 1 {
             repeated += 1;
@@ -220,11 +268,11 @@ pub fn check(
                 "{id} was delivered {} times with no crash to explain it: {starts:?}",
                 starts.len()
             );
-        } else if starts[0].1 != 1 {
+        } else if starts[0].attempt != 1 {
             assert!(
-                starts[0].2 >= crash_ms,
+                starts[0].claimed >= crash_ms,
                 "{id}: first seen at attempt {} before any crash",
-                starts[0].1
+                starts[0].attempt
             );
         }
     }
