@@ -91,8 +91,56 @@ pub fn recurring_jobs_run_once_per_occurrence_across_a_leader_kill_9() {
     );
     let expected: Vec<u64> = (1..=(clock - t0) / 1_000).map(|i| t0 + i * 1_000).collect();
     assert_eq!(seen.values().copied().collect::<Vec<_>>(), expected);
-    // Nothing more is pending: no occurrence became a second job later.
-    std::thread::sleep(Duration::from_millis(300));
+    // Nothing more is pending: once the leader has moved everything due by the clock
+    // (`due` holds nothing at or before it), the queue holds no job at all, not even one
+    // due later, and the schedule waits for its next occurrence.
+    let mut admin = redis::Client::open(server.admin_url())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let key = |suffix: &str| format!("tickless:{{{q}}}:{suffix}");
+    let give_up = Instant::now() + Duration::from_secs(15);
+    loop {
+        let left: Vec<String> = redis::cmd("ZRANGEBYSCORE")
+            .arg(key("due"))
+            .arg("-inf")
+            .arg(clock)
+            .query(&mut admin)
+            .unwrap();
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < give_up,
+            "the leader did not catch up with the clock ({clock}) within 15 s: {left:?}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let (jobs, ready, flight): (u64, u64, u64) = redis::pipe()
+        .cmd("HLEN")
+        .arg(key("jobs"))
+        .cmd("LLEN")
+        .arg(key("ready"))
+        .cmd("ZCARD")
+        .arg(key("flight"))
+        .query(&mut admin)
+        .unwrap();
+    assert_eq!(
+        (jobs, ready, flight),
+        (0, 0, 0),
+        "jobs left (records, ready, in flight) after every occurrence ran"
+    );
+    let waiting: Vec<(String, u64)> = redis::cmd("ZRANGE")
+        .arg(key("due"))
+        .arg(0)
+        .arg(-1)
+        .arg("WITHSCORES")
+        .query(&mut admin)
+        .unwrap();
+    // Beside the schedule, only the lease marker (`l`) may be left: a wake for lease
+    // ends that the next tick drops, with nothing in flight.
+    let waiting: Vec<(String, u64)> = waiting.into_iter().filter(|(m, _)| m != "l").collect();
+    assert_eq!(waiting, [("rbeat".to_string(), clock + 1_000)]);
     assert!(runtime.block_on(worker.try_claim(100)).unwrap().is_empty());
     eprintln!(
         "recurring crash test: {} occurrences, each once",
