@@ -117,7 +117,11 @@ impl ConnectOptions {
     /// write may still lose it if it was not the one promoted.
     ///
     /// A `WAIT` holds up the connection it is sent on, so calls sharing the queue's
-    /// connection wait behind it (for about one round trip to the replicas).
+    /// connection wait behind it: for about one round trip to the replicas, but for the
+    /// whole `timeout` while fewer replicas than asked are connected (after a failover,
+    /// until the promoted master has a replica again). Then each schedule and each
+    /// worker's ack holds the queue's leader and worker up for `timeout`, and deliveries
+    /// slow to about one claim per `timeout`: keep it short.
     pub fn wait_for_replicas(mut self, replicas: u32, timeout: Duration) -> ConnectOptions {
         self.replicas = (replicas > 0).then_some((replicas, timeout));
         self

@@ -33,37 +33,49 @@ fn count_connections(port: u16, stop: Arc<AtomicBool>) -> std::thread::JoinHandl
 /// A leader and a worker in one process, Redis killed for 3 s: they try to reach it at
 /// a steady pace (`durable::retry`: every 100 ms per loop), never in a burst and never
 /// falling asleep for seconds (a growing backoff would leave them asleep when Redis comes
-/// back); a call made meanwhile fails at once. After the restart every job is delivered,
-/// none early.
+/// back); a call made meanwhile fails at once. After the restart every job is delivered
+/// exactly once (the lease, 30 s, outlives the outage, so every ack that waited lands in
+/// time), none before its due time by the handler's clock, and every ack lands.
 #[test]
 fn while_redis_is_down_the_loops_try_at_a_steady_bounded_pace_and_nothing_is_lost() {
     support::multi_thread().block_on(async {
         let mut server = RedisServer::start();
+        server.assert_same_clock();
         let port = server.port();
         let queue = Queue::connect(&server.url(), &queue_name("restart"))
             .await
             .unwrap();
         let n = 300;
         let ids: Vec<String> = (0..n).map(|i| format!("j{i}")).collect();
-        let jobs = ids.iter().enumerate().map(|(i, id)| {
-            let delay = Duration::from_millis(300 + 10 * i as u64);
-            (id.as_str(), b"".as_slice(), When::After(delay))
-        });
+        let delay = |i: usize| Duration::from_millis(300 + 10 * i as u64);
+        // The earliest each may run, by the handler's clock: the delay counted from
+        // before the call (Redis receives it later).
+        let asked = SystemTime::now();
+        let jobs = ids
+            .iter()
+            .enumerate()
+            .map(|(i, id)| (id.as_str(), b"".as_slice(), When::After(delay(i))));
         queue.schedule_batch(jobs).await.unwrap();
         let leader = queue.leader(LeaderOptions::default()).spawn();
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let worker = tokio::spawn(queue.worker(WorkerOptions::default()).run(move |job| {
-            let _ = tx.send((job.id().to_string(), job.claimed_at() >= job.due()));
-            async { Ok::<(), std::io::Error>(()) }
+            let (tx, id) = (tx.clone(), job.id().to_string());
+            async move {
+                let _ = tx.send((id, SystemTime::now()));
+                Ok::<(), std::io::Error>(())
+            }
         }));
+        // Every delivery, with the handler's own reading of the clock.
+        let mut deliveries: Vec<(String, SystemTime)> = Vec::new();
         let mut seen = BTreeSet::new();
         while seen.len() < 20 {
             // Bounded, so that a worker that never delivers fails the test, not hangs it.
-            let (id, _) = tokio::time::timeout(Duration::from_secs(30), rx.recv())
+            let delivery = tokio::time::timeout(Duration::from_secs(30), rx.recv())
                 .await
                 .expect("the first 20 jobs before the restart")
                 .unwrap();
-            seen.insert(id);
+            seen.insert(delivery.0.clone());
+            deliveries.push(delivery);
         }
 
         server.kill();
@@ -110,13 +122,42 @@ fn while_redis_is_down_the_loops_try_at_a_steady_bounded_pace_and_nothing_is_los
 
         server.restart();
         while seen.len() < n {
-            let (id, on_time) = tokio::time::timeout(Duration::from_secs(30), rx.recv())
+            let delivery = tokio::time::timeout(Duration::from_secs(30), rx.recv())
                 .await
                 .expect("every job after the restart")
                 .unwrap();
-            assert!(on_time, "{id} early");
-            seen.insert(id);
+            seen.insert(delivery.0.clone());
+            deliveries.push(delivery);
         }
+        // Every ack landed, those that waited out the outage too: nothing is left to come
+        // again.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let stats = queue.stats().await;
+            if matches!(&stats, Ok(s) if s.scheduled + s.ready + s.in_flight + s.dead == 0) {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "jobs still held 10 s after the last delivery: {stats:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        deliveries.extend(std::iter::from_fn(|| rx.try_recv().ok()));
+        for (id, started) in &deliveries {
+            let i: usize = id[1..].parse().unwrap();
+            assert!(
+                *started >= asked + delay(i),
+                "{id} started {:?} before its due time",
+                (asked + delay(i)).duration_since(*started).unwrap()
+            );
+        }
+        assert_eq!(
+            deliveries.len(),
+            n,
+            "{} deliveries of {n} jobs, with no lease ended to explain a repeat",
+            deliveries.len()
+        );
         assert!(leader.stats().leading);
         worker.abort();
     })

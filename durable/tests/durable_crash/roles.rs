@@ -11,7 +11,10 @@
 //! ```
 //!
 //! Each prints one line per event on stdout (`leading <token> <ms>`, `start <id>
-//! <attempt> <claimed ms> <due ms>`, `end <id> <attempt>`, `scheduled <id>`).
+//! <attempt> <claimed ms> <due ms> <started ms>`, `end <id> <attempt>`, `asking <id> <due
+//! ms>` before a batch is sent, `scheduled <id>` once it is stored). Claimed and due are
+//! the library's figures; started is the handler's own reading of the clock, and the due
+//! time asked is the scheduler's: "early" is judged by those two.
 
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -82,8 +85,9 @@ async fn work(queue: &Queue, lease_ms: u64, hold_ms: u64) -> Result<(), String> 
     queue
         .worker(options)
         .run(move |job| async move {
+            let started = ms(SystemTime::now());
             println!(
-                "start {} {} {} {}",
+                "start {} {} {} {} {started}",
                 job.id(),
                 job.attempt(),
                 ms(job.claimed_at()),
@@ -106,17 +110,22 @@ async fn schedule(
     spread: u64,
     batch: u64,
 ) -> Result<(), String> {
-    let start = queue.now().await.map_err(|e| e.to_string())?;
+    // This machine's clock, which is Redis's (the tests check).
+    let start = SystemTime::now();
     let ids: Vec<String> = (first..first + count).map(|i| format!("job{i}")).collect();
     for (chunk_index, chunk) in ids.chunks(batch as usize).enumerate() {
-        let jobs = chunk.iter().enumerate().map(|(i, id)| {
-            let n = (chunk_index * batch as usize + i) as u64;
-            let due = start + Duration::from_millis(spread * n / count.max(1));
-            (id.as_str(), id.as_bytes(), When::At(due))
-        });
+        let jobs: Vec<_> = chunk
+            .iter()
+            .enumerate()
+            .map(|(i, id)| {
+                let n = (chunk_index * batch as usize + i) as u64;
+                let due = start + Duration::from_millis(spread * n / count.max(1));
+                println!("asking {id} {}", ms(due));
+                (id.as_str(), id.as_bytes(), When::At(due))
+            })
+            .collect();
         // Scheduling is idempotent on the id: a batch whose answer was lost (Redis
         // restarting) is sent again until Redis takes it.
-        let jobs: Vec<_> = jobs.collect();
         let mut backoff = Duration::from_millis(50);
         let mut tries = 0;
         while let Err(err) = queue.schedule_batch(jobs.iter().cloned()).await {

@@ -289,6 +289,36 @@ impl RedisServer {
         String::from_utf8_lossy(&output.stdout).into_owned()
     }
 
+    /// The server's clock (`TIME`), asked through `redis-cli`.
+    pub fn time(&self) -> std::time::SystemTime {
+        let reply = self.cli(&["TIME"]);
+        let mut parts = reply.split_whitespace().map(|part| part.parse::<u64>());
+        match (parts.next(), parts.next()) {
+            (Some(Ok(seconds)), Some(Ok(micros))) => {
+                std::time::UNIX_EPOCH + Duration::from_secs(seconds) + Duration::from_micros(micros)
+            }
+            _ => panic!("TIME answered {reply:?}"),
+        }
+    }
+
+    /// Asserts that this server's clock is the test's: its `TIME`, asked between two
+    /// readings of `SystemTime::now()`, falls between them. A test that judges "never
+    /// early" by the clock its handlers read, against the due times it asked for, rests
+    /// on this (the queue's clock is Redis's `TIME`).
+    pub fn assert_same_clock(&self) {
+        let before = std::time::SystemTime::now();
+        let redis = self.time();
+        let after = std::time::SystemTime::now();
+        // `TIME` has microseconds; ours may have nanoseconds.
+        let before = before - Duration::from_micros(1);
+        assert!(
+            before <= redis && redis <= after,
+            "Redis on port {} reads another clock than this process: {redis:?} outside \
+             [{before:?}, {after:?}]",
+            self.port
+        );
+    }
+
     /// The process id answering, asked through `redis-cli` (which speaks TLS).
     fn cli_pid(&self) -> Option<u32> {
         let info = self.cli(&["INFO", "server"]);
