@@ -217,6 +217,7 @@ mod reply;
 mod retry;
 mod scripts;
 mod stats;
+mod tls;
 mod trace;
 mod worker;
 
