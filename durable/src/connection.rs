@@ -3,7 +3,7 @@
 //! leader's subscription and a worker's blocking wait.
 //!
 //! One server: one multiplexed connection (the `redis` crate's connection manager), which
-//! reconnects when a call finds it broken (see `connect_single`). A cluster: the `redis` crate's async cluster connection, which
+//! reconnects when a call finds it broken (see `single.rs`). A cluster: the `redis` crate's async cluster connection, which
 //! follows `MOVED` and `ASK` and refreshes its map of slots. A subscription and a
 //! `BLMOVE` would hold a multiplexed connection up (the one a cluster connection routes
 //! on, too), so they get connections of their own to the master that owns the queue's
@@ -14,11 +14,12 @@ use super::queue::Queue;
 use super::redact::{redact, scrub};
 use super::reply::Reply;
 use super::scripts::Script;
+use super::single::Single;
 use super::tls::{self, ClientIdentity};
-use redis::aio::{ConnectionLike, ConnectionManager};
+use redis::aio::ConnectionLike;
 use redis::cluster_async::ClusterConnection;
-use redis::{TlsCertificates, Value};
 use redis::{Cmd, ConnectionAddr, ConnectionInfo, IntoConnectionInfo, Pipeline, RedisFuture};
+use redis::{TlsCertificates, Value};
 use std::fmt;
 use std::time::Duration;
 
@@ -255,7 +256,7 @@ impl ConnectOptions {
         }
         if !self.cluster {
             let client = single_client(infos.swap_remove(0), &certs, first)?;
-            let conn = connect_single(&client, first).await?;
+            let conn = Single::connect(&client, first).await?;
             return Ok((Conn::Single(conn), Nodes::Single(client)));
         }
         let template = infos[0].clone();
@@ -303,37 +304,9 @@ fn single_client(
     .map_err(|err| Error::invalid_url(url, err))
 }
 
-/// The first connection is tried once, with a 5 s timeout, so that a wrong address fails
-/// fast. After that, a call that finds the connection broken makes one new attempt (the
-/// connection manager's reconnect), with no retries of the manager's own: its retries
-/// start at a second and grow (the `redis` crate's backoff has no shorter first delay),
-/// and every call waits behind them, which held deliveries up to ~1.3 s after a
-/// restarted Redis answered. The callers' loops set the pace instead (`durable::retry`),
-/// and a call that met a refused connection (never sent) is sent again at once on the
-/// new attempt (`Queue::call_retrying`).
-async fn connect_single(client: &redis::Client, url: &str) -> Result<ConnectionManager, Error> {
-    let probe = redis::AsyncConnectionConfig::new()
-        .set_connection_timeout(Duration::from_secs(5))
-        .set_response_timeout(Duration::from_secs(5));
-    let mut first = client
-        .get_multiplexed_async_connection_with_config(&probe)
-        .await
-        .map_err(|err| Error::connect(url, err))?;
-    let _: () = redis::cmd("PING")
-        .query_async(&mut first)
-        .await
-        .map_err(|err| ping_error(url, err))?;
-    let config = redis::aio::ConnectionManagerConfig::new()
-        .set_connection_timeout(Duration::from_secs(5))
-        .set_number_of_retries(0);
-    ConnectionManager::new_with_config(client.clone(), config)
-        .await
-        .map_err(|err| Error::connect(url, err))
-}
-
 /// A failed first `PING`: a user refused the command is a permission error, the rest a
 /// connect error.
-fn ping_error(url: &str, err: redis::RedisError) -> Error {
+pub(crate) fn ping_error(url: &str, err: redis::RedisError) -> Error {
     match err.code() {
         Some("NOPERM") => Error::permission(
             &redact(url),
@@ -356,7 +329,7 @@ fn ensure_crypto_provider() {
 /// A queue's shared connection: to one server, or to a cluster. Clones share it.
 #[derive(Clone)]
 pub(crate) enum Conn {
-    Single(ConnectionManager),
+    Single(Single),
     Cluster(ClusterConnection),
 }
 

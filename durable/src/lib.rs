@@ -216,6 +216,7 @@ mod repair;
 mod reply;
 mod retry;
 mod scripts;
+mod single;
 mod stats;
 mod tls;
 mod trace;
