@@ -3,7 +3,7 @@
 //! leader's subscription and a worker's blocking wait.
 //!
 //! One server: one multiplexed connection (the `redis` crate's connection manager), which
-//! reconnects when a call finds it broken (see `connect_single`). A cluster: the `redis` crate's async cluster connection, which
+//! reconnects when a call finds it broken (see `single.rs`). A cluster: the `redis` crate's async cluster connection, which
 //! follows `MOVED` and `ASK` and refreshes its map of slots. A subscription and a
 //! `BLMOVE` would hold a multiplexed connection up (the one a cluster connection routes
 //! on, too), so they get connections of their own to the master that owns the queue's
@@ -14,15 +14,17 @@ use super::queue::Queue;
 use super::redact::{redact, scrub};
 use super::reply::Reply;
 use super::scripts::Script;
-use redis::aio::{ConnectionLike, ConnectionManager};
+use super::single::Single;
+use super::tls::{self, ClientIdentity};
+use redis::aio::ConnectionLike;
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, ConnectionAddr, ConnectionInfo, IntoConnectionInfo, Pipeline, RedisFuture};
 use redis::{TlsCertificates, Value};
 use std::fmt;
 use std::time::Duration;
 
-/// How to reach Redis: one server or a cluster, which CA to trust over TLS, and whether
-/// writes wait for replicas. [`Queue::connect`](super::Queue::connect) is
+/// How to reach Redis: one server or a cluster, which CA to trust over TLS, which client
+/// certificate to present, and whether writes wait for replicas. [`Queue::connect`](super::Queue::connect) is
 /// `ConnectOptions::new(url).connect(name)`.
 ///
 /// URLs are `redis://[user:password@]host[:port][/db]` or, for TLS, `rediss://...`;
@@ -50,6 +52,7 @@ pub struct ConnectOptions {
     seeds: Vec<String>,
     cluster: bool,
     ca_pem: Option<Vec<u8>>,
+    client: Option<ClientIdentity>,
     replicas: Option<(u32, Duration)>,
 }
 
@@ -60,6 +63,7 @@ impl fmt::Debug for ConnectOptions {
             .field("seeds", &seeds)
             .field("cluster", &self.cluster)
             .field("tls_ca", &self.ca_pem.is_some())
+            .field("tls_client_cert", &self.client.is_some())
             .field("replicas", &self.replicas)
             .finish()
     }
@@ -72,6 +76,7 @@ impl ConnectOptions {
             seeds: vec![url.to_string()],
             cluster: false,
             ca_pem: None,
+            client: None,
             replicas: None,
         }
     }
@@ -90,6 +95,7 @@ impl ConnectOptions {
                 .collect(),
             cluster: true,
             ca_pem: None,
+            client: None,
             replicas: None,
         }
     }
@@ -98,6 +104,43 @@ impl ConnectOptions {
     /// the system's roots.
     pub fn tls_ca_pem(mut self, pem: impl Into<Vec<u8>>) -> ConnectOptions {
         self.ca_pem = Some(pem.into());
+        self
+    }
+
+    /// Presents the client certificate chain `cert_pem` (PEM text, the client's own
+    /// certificate first) and its private key `key_pem` (PEM: PKCS#8, PKCS#1 or SEC1) to
+    /// servers that ask for one: mutual TLS, Redis's `tls-auth-clients yes`. Every
+    /// connection of the queue presents it: to one server or to each node of a cluster,
+    /// and the leader's and workers' own connections. For `rediss://` URLs only.
+    ///
+    /// The key is handed to rustls and shown nowhere: not in `Debug` (which says only
+    /// whether a client certificate is set), not in errors (a key or certificate that
+    /// does not parse is named, not quoted), and no accessor returns it.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use tickless_durable::ConnectOptions;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), tickless_durable::Error> {
+    /// let ca = std::fs::read("/etc/redis/ca.crt").expect("the CA");
+    /// let cert = std::fs::read("/etc/app/redis-client.crt").expect("the certificate");
+    /// let key = std::fs::read("/etc/app/redis-client.key").expect("the key");
+    /// let queue = ConnectOptions::new("rediss://app:secret@redis.internal:6380/")
+    ///     .tls_ca_pem(ca)
+    ///     .tls_client_pem(cert, key)
+    ///     .connect("reviews")
+    ///     .await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn tls_client_pem(
+        mut self,
+        cert_pem: impl Into<Vec<u8>>,
+        key_pem: impl Into<Vec<u8>>,
+    ) -> ConnectOptions {
+        self.client = Some(ClientIdentity::new(cert_pem.into(), key_pem.into()));
         self
     }
 
@@ -132,7 +175,9 @@ impl ConnectOptions {
     /// # Errors
     ///
     /// As [`Queue::connect`](super::Queue::connect); [`Error::is_invalid_url`] also for
-    /// a cluster without seeds or with seeds of different users or schemes.
+    /// a cluster without seeds or with seeds of different users or schemes, and for TLS
+    /// options that do not parse (a CA or client certificate that is not PEM, a client
+    /// key that is no PEM private key) or are given with a `redis://` URL.
     pub async fn connect(&self, name: &str) -> Result<super::Queue, Error> {
         super::Queue::connect_with(self, name).await
     }
@@ -149,6 +194,51 @@ impl ConnectOptions {
     }
 
     /// The shared connection, and what makes dedicated ones.
+    /// What rustls is given (see [`tls::certificates`]).
+    fn certificates(&self, url: &str) -> Result<Option<TlsCertificates>, Error> {
+        tls::certificates(self.ca_pem.as_deref(), self.client.as_ref(), url)
+    }
+
+    /// The names of the queues on the one server these options reach: every
+    /// `tickless:{<name>}:meta` key, found with `SCAN`, sorted (a queue gets its meta key
+    /// when a leader first runs on it). For tools such as `tickless-durable serve`: as
+    /// [`queue_names`](super::queue_names), with the TLS options (a CA, a client
+    /// certificate) applied.
+    ///
+    /// # Errors
+    ///
+    /// As [`connect`](Self::connect), and [`Error::is_invalid_url`] for a cluster's
+    /// options (each node holds its own keys: name the queues instead);
+    /// [`Error::is_redis`] when the `SCAN` fails.
+    pub async fn queue_names(&self) -> Result<Vec<String>, Error> {
+        let Some(url) = self.seeds.first() else {
+            return Err(Error::invalid_url("", "no URL"));
+        };
+        if self.cluster {
+            return Err(Error::invalid_url(
+                url,
+                "queue names are listed for one server; on a cluster, name the queues",
+            ));
+        }
+        let info = url
+            .as_str()
+            .into_connection_info()
+            .map_err(|err| Error::invalid_url(url, err))?;
+        if matches!(info.addr, ConnectionAddr::TcpTls { .. }) {
+            ensure_crypto_provider();
+        }
+        let certs = self.certificates(url)?;
+        let client = single_client(info, &certs, url)?;
+        let config = redis::AsyncConnectionConfig::new()
+            .set_connection_timeout(Duration::from_secs(5))
+            .set_response_timeout(Duration::from_secs(5));
+        let mut conn = client
+            .get_multiplexed_async_connection_with_config(&config)
+            .await
+            .map_err(|err| Error::connect(url, err))?;
+        super::peek::scan_queue_names(&mut conn).await
+    }
+
     pub(crate) async fn open(&self) -> Result<(Conn, Nodes), Error> {
         let Some(first) = self.seeds.first() else {
             return Err(Error::invalid_url(
@@ -156,10 +246,7 @@ impl ConnectOptions {
                 "a cluster needs at least one seed URL",
             ));
         };
-        let certs = self.ca_pem.clone().map(|pem| TlsCertificates {
-            client_tls: None,
-            root_cert: Some(pem),
-        });
+        let certs = self.certificates(first)?;
         let mut infos = Vec::with_capacity(self.seeds.len());
         for url in &self.seeds {
             let info = url
@@ -172,13 +259,8 @@ impl ConnectOptions {
             infos.push(info);
         }
         if !self.cluster {
-            let info = infos.swap_remove(0);
-            let client = match &certs {
-                Some(certs) => redis::Client::build_with_tls(info, certs.clone()),
-                None => redis::Client::open(info),
-            }
-            .map_err(|err| Error::invalid_url(first, err))?;
-            let conn = connect_single(&client, first).await?;
+            let client = single_client(infos.swap_remove(0), &certs, first)?;
+            let conn = Single::connect(&client, first).await?;
             return Ok((Conn::Single(conn), Nodes::Single(client)));
         }
         let template = infos[0].clone();
@@ -213,37 +295,22 @@ impl ConnectOptions {
     }
 }
 
-/// The first connection is tried once, with a 5 s timeout, so that a wrong address fails
-/// fast. After that, a call that finds the connection broken makes one new attempt (the
-/// connection manager's reconnect), with no retries of the manager's own: its retries
-/// start at a second and grow (the `redis` crate's backoff has no shorter first delay),
-/// and every call waits behind them, which held deliveries up to ~1.3 s after a
-/// restarted Redis answered. The callers' loops set the pace instead (`durable::retry`),
-/// and a call that met a refused connection (never sent) is sent again at once on the
-/// new attempt (`Queue::call_retrying`).
-async fn connect_single(client: &redis::Client, url: &str) -> Result<ConnectionManager, Error> {
-    let probe = redis::AsyncConnectionConfig::new()
-        .set_connection_timeout(Duration::from_secs(5))
-        .set_response_timeout(Duration::from_secs(5));
-    let mut first = client
-        .get_multiplexed_async_connection_with_config(&probe)
-        .await
-        .map_err(|err| Error::connect(url, err))?;
-    let _: () = redis::cmd("PING")
-        .query_async(&mut first)
-        .await
-        .map_err(|err| ping_error(url, err))?;
-    let config = redis::aio::ConnectionManagerConfig::new()
-        .set_connection_timeout(Duration::from_secs(5))
-        .set_number_of_retries(0);
-    ConnectionManager::new_with_config(client.clone(), config)
-        .await
-        .map_err(|err| Error::connect(url, err))
+/// A client for one server, with the TLS certificates if any.
+fn single_client(
+    info: ConnectionInfo,
+    certs: &Option<TlsCertificates>,
+    url: &str,
+) -> Result<redis::Client, Error> {
+    match certs {
+        Some(certs) => redis::Client::build_with_tls(info, certs.clone()),
+        None => redis::Client::open(info),
+    }
+    .map_err(|err| Error::invalid_url(url, err))
 }
 
 /// A failed first `PING`: a user refused the command is a permission error, the rest a
 /// connect error.
-fn ping_error(url: &str, err: redis::RedisError) -> Error {
+pub(crate) fn ping_error(url: &str, err: redis::RedisError) -> Error {
     match err.code() {
         Some("NOPERM") => Error::permission(
             &redact(url),
@@ -266,7 +333,7 @@ fn ensure_crypto_provider() {
 /// A queue's shared connection: to one server, or to a cluster. Clones share it.
 #[derive(Clone)]
 pub(crate) enum Conn {
-    Single(ConnectionManager),
+    Single(Single),
     Cluster(ClusterConnection),
 }
 

@@ -193,7 +193,10 @@ impl Error {
     }
 
     /// The URL could not be parsed, or names a scheme other than `redis://`, `rediss://`
-    /// (TLS) or `redis+unix://`; or a cluster's seeds were none or disagree.
+    /// (TLS) or `redis+unix://`; or a cluster's seeds were none or disagree; or the TLS
+    /// options given with it do not parse (a CA or client certificate that is not PEM, a
+    /// client key that is no PEM private key: named, never quoted) or came with a
+    /// `redis://` URL.
     pub fn is_invalid_url(&self) -> bool {
         self.kind == Kind::InvalidUrl
     }

@@ -216,7 +216,9 @@ mod repair;
 mod reply;
 mod retry;
 mod scripts;
+mod single;
 mod stats;
+mod tls;
 mod trace;
 mod worker;
 

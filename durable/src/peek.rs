@@ -375,7 +375,8 @@ const LAST_SCRIPT_ERROR: &str = "last_script_error";
 
 /// The names of the queues on the Redis server at `url`: every `tickless:{<name>}:meta`
 /// key, found with `SCAN` (a queue gets its meta key when a leader first runs on it).
-/// For tools such as `tickless-durable serve`; sorted.
+/// For tools such as `tickless-durable serve`; sorted. With TLS options (a CA, a client
+/// certificate), use [`ConnectOptions::queue_names`](super::ConnectOptions::queue_names).
 ///
 /// # Examples
 ///
@@ -397,11 +398,13 @@ const LAST_SCRIPT_ERROR: &str = "last_script_error";
 ///
 /// [`Error::is_invalid_url`], [`Error::is_connect`], [`Error::is_redis`].
 pub async fn queue_names(url: &str) -> Result<Vec<String>, Error> {
-    let client = redis::Client::open(url).map_err(|err| Error::invalid_url(url, err))?;
-    let mut conn = client
-        .get_multiplexed_async_connection()
-        .await
-        .map_err(|err| Error::connect(url, err))?;
+    super::ConnectOptions::new(url).queue_names().await
+}
+
+/// `SCAN` for every queue's meta key on the server `conn` reaches; the names, sorted.
+pub(crate) async fn scan_queue_names(
+    conn: &mut redis::aio::MultiplexedConnection,
+) -> Result<Vec<String>, Error> {
     let mut names = Vec::new();
     let mut cursor: u64 = 0;
     loop {
@@ -411,7 +414,7 @@ pub async fn queue_names(url: &str) -> Result<Vec<String>, Error> {
             .arg(META_PATTERN)
             .arg("COUNT")
             .arg(1000)
-            .query_async(&mut conn)
+            .query_async(conn)
             .await
             .map_err(|err| Error::redis(META_PATTERN, "SCAN", err))?;
         names.extend(

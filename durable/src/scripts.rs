@@ -383,6 +383,39 @@ mod tests {
         assert!(err.contains("bad argument 2 (limit)"), "{err}");
     }
 
+    /// One cancel.lua call of 8,200 ids, all in one bucket: more than one `unpack` takes
+    /// (its reads, the bucket's `SREM` and the records' `HDEL` go through lib.lua's
+    /// chunks), and every job is removed. `cancel_batch` sends 128 ids a call; this is the
+    /// script's own guard, called directly.
+    #[tokio::test]
+    async fn one_cancel_call_of_8200_ids_in_one_bucket_removes_every_job() {
+        let server = tickless_test_support::RedisServer::start();
+        let queue = crate::Queue::connect(&server.url(), "bigcancel")
+            .await
+            .unwrap();
+        let t0 = std::time::UNIX_EPOCH + std::time::Duration::from_millis(1_700_000_000_000);
+        queue.set_manual_clock(Some(t0)).await.unwrap();
+        let ids: Vec<String> = (0..8200).map(|i| format!("j{i}")).collect();
+        let due = crate::When::At(t0 + std::time::Duration::from_secs(5));
+        let jobs = ids.iter().map(|id| (id.as_str(), b"", due));
+        assert!(queue.schedule_batch(jobs).await.unwrap().iter().all(|&a| a));
+        let key = |suffix: &str| format!("tickless:{{bigcancel}}:{suffix}");
+        assert_eq!(
+            server.cli(&["ZCARD", &key("due")]).trim(),
+            "1",
+            "one bucket"
+        );
+        let args: Vec<&[u8]> = ids.iter().map(|id| id.as_bytes()).collect();
+        let reply = queue.call(&scripts().cancel, &args).await.unwrap();
+        assert_eq!(reply.len(), ids.len());
+        for (i, id) in ids.iter().enumerate() {
+            assert_eq!(reply.int(i).unwrap(), 1, "{id}");
+        }
+        assert_eq!(server.cli(&["HLEN", &key("jobs")]).trim(), "0");
+        assert_eq!(server.cli(&["ZCARD", &key("due")]).trim(), "0");
+        assert_eq!(server.cli(&["KEYS", &key("b:*")]).trim(), "");
+    }
+
     #[test]
     fn lines_are_named_after_the_file_that_holds_them() {
         let s = &scripts().schedule;

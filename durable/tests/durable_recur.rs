@@ -1,6 +1,7 @@
 //! Recurring jobs against a real `redis-server`, on the queue's manual clock: `every`
 //! and `cron`, one job per occurrence and none early, the catch-up policies after an
 //! hour without a leader, "2 am in Europe/Paris" across both daylight-saving changes,
+//! every quarter hour minute by minute through both changes and caught up across them,
 //! listing and removing, and a bad key met before any write.
 
 use tickless_test_support as support;
@@ -23,9 +24,12 @@ fn utc(y: i32, mo: u32, d: u32, h: u32, mi: u32) -> u64 {
         ((2023, 11, 14, 22, 15), 1700000100000),
         ((2023, 11, 15, 2, 10), 1700014200000),
         ((2026, 3, 28, 12, 0), 1774699200000),
+        ((2026, 3, 28, 23, 0), 1774738800000),
+        ((2026, 3, 29, 0, 0), 1774742400000),
         ((2026, 3, 29, 1, 0), 1774746000000),
         ((2026, 3, 30, 0, 0), 1774828800000),
         ((2026, 10, 24, 12, 0), 1792843200000),
+        ((2026, 10, 24, 23, 0), 1792882800000),
         ((2026, 10, 25, 0, 0), 1792886400000),
         ((2026, 10, 25, 1, 0), 1792890000000),
         ((2026, 10, 26, 1, 0), 1792976400000),
@@ -274,6 +278,142 @@ async fn two_am_in_paris_runs_once_across_both_daylight_saving_changes() {
     assert_eq!(
         schedule(&queue, "nightly").await.next,
         Some(at(utc(2026, 10, 26, 1, 0)))
+    );
+}
+
+/// Minute by minute from 23:00 to 03:00 UTC over a night of each daylight-saving
+/// change in Europe/Paris, as Vixie cron runs them: `*/15 * * * *` (no fixed hour) every
+/// quarter hour of real time, both passes of the repeated hour (02:00-02:59 CEST, then
+/// CET) and across the skipped one; `30 2 * * *` (a fixed time) once, at the first 02:30
+/// in October and at 03:00 CEST, the first moment after the gap, in March. Each job at
+/// its minute, none early (a minute before, nothing), none twice.
+#[tokio::test]
+async fn every_quarter_hour_and_half_past_two_in_paris_minute_by_minute_through_both_changes() {
+    let server = RedisServer::start();
+    let minute = 60_000;
+    for (night, from, fixed) in [
+        // 02:30 CEST = 00:30 UTC; 02:30 CET (01:30 UTC) is the second pass: not again.
+        (
+            "october",
+            utc(2026, 10, 24, 23, 0),
+            utc(2026, 10, 25, 0, 0) + 30 * minute,
+        ),
+        // No 02:30 that night: 03:00 CEST = 01:00 UTC.
+        ("march", utc(2026, 3, 28, 23, 0), utc(2026, 3, 29, 1, 0)),
+    ] {
+        let (queue, mut leader, worker) = setup(&server, night, from).await;
+        queue
+            .cron("quarter", "*/15 * * * *", "Europe/Paris", b"")
+            .await
+            .unwrap();
+        queue
+            .cron("half-past-two", "30 2 * * *", "Europe/Paris", b"")
+            .await
+            .unwrap();
+        let mut fired: Vec<(u64, String)> = Vec::new();
+        for m in 1..=240 {
+            let now = from + m * minute;
+            for id in run_to(&queue, &mut leader, &worker, now).await {
+                let due: u64 = id.rsplit('@').next().unwrap().parse().unwrap();
+                assert_eq!(due, now, "{night}: {id} not made at its minute");
+                fired.push((now, id));
+            }
+        }
+        let mut want: Vec<(u64, String)> = (1..=16)
+            .map(|q| from + q * 15 * minute)
+            .map(|t| (t, format!("quarter@{t}")))
+            .collect();
+        want.push((fixed, format!("half-past-two@{fixed}")));
+        want.sort();
+        assert_eq!(fired, want, "{night}");
+    }
+}
+
+/// No leader from 23:00 to 03:00 UTC across each change in Europe/Paris, then one step:
+/// `*/15 * * * *` with `Burst` makes every quarter hour of real time once (16 jobs, both
+/// passes of October's repeated hour), with `Skip` and `Delay` only the latest (03:00
+/// UTC); `30 2 * * *` with `Burst` once (October: the first 02:30; March: 03:00 CEST).
+#[tokio::test]
+async fn a_catch_up_across_each_daylight_saving_change_makes_each_occurrence_once() {
+    let server = RedisServer::start();
+    let (minute, hour) = (60_000, 3_600_000);
+    for (night, from, fixed) in [
+        (
+            "october",
+            utc(2026, 10, 24, 23, 0),
+            utc(2026, 10, 25, 0, 0) + 30 * minute,
+        ),
+        ("march", utc(2026, 3, 28, 23, 0), utc(2026, 3, 29, 1, 0)),
+    ] {
+        let (queue, mut leader, worker) = setup(&server, night, from).await;
+        for (id, policy) in [
+            ("burst", CatchUp::Burst),
+            ("delay", CatchUp::Delay),
+            ("skip", CatchUp::Skip),
+        ] {
+            queue
+                .with_catch_up(policy)
+                .cron(id, "*/15 * * * *", "Europe/Paris", b"")
+                .await
+                .unwrap();
+        }
+        queue
+            .with_catch_up(CatchUp::Burst)
+            .cron("half-past-two", "30 2 * * *", "Europe/Paris", b"")
+            .await
+            .unwrap();
+        let now = from + 4 * hour;
+        let ids = run_to(&queue, &mut leader, &worker, now).await;
+        let of = |p: &str| -> Vec<u64> {
+            let mut times: Vec<u64> = ids
+                .iter()
+                .filter_map(|id| id.strip_prefix(&format!("{p}@"))?.parse().ok())
+                .collect();
+            times.sort_unstable();
+            times
+        };
+        let quarters: Vec<u64> = (1..=16).map(|q| from + q * 15 * minute).collect();
+        assert_eq!(of("burst"), quarters, "{night}: Burst");
+        assert_eq!(of("delay"), [now], "{night}: Delay");
+        assert_eq!(of("skip"), [now], "{night}: Skip");
+        assert_eq!(of("half-past-two"), [fixed], "{night}");
+        assert_eq!(ids.len(), 16 + 3, "{night}: nothing else: {ids:?}");
+        for id in ["burst", "delay", "skip"] {
+            assert_eq!(
+                schedule(&queue, id).await.next,
+                Some(at(now + 15 * minute)),
+                "{night}: {id}"
+            );
+        }
+    }
+}
+
+/// A cron schedule with `CatchUp::Burst` that missed 4,100 minutes (more occurrences
+/// than any one refill or unpack): one leader step makes each job once, in 129 rounds of
+/// the leader's refill (32 computed times each) and ticks, none early.
+#[tokio::test]
+async fn a_cron_burst_of_4100_missed_minutes_is_refilled_until_each_runs_once() {
+    let server = RedisServer::start();
+    let (queue, mut leader, worker) = setup(&server, "cron-4100", T0).await;
+    assert!(queue
+        .with_catch_up(CatchUp::Burst)
+        .cron("minutely", "* * * * *", "UTC", b"")
+        .await
+        .unwrap());
+    // 2023-11-14 22:14:00 UTC, the first minute after T0.
+    let first = T0 + 40_000;
+    let now = first + 4_099 * 60_000;
+    let ids = run_to(&queue, &mut leader, &worker, now).await;
+    let want: Vec<String> = (0..4_100)
+        .map(|i| format!("minutely@{}", first + i * 60_000))
+        .collect();
+    assert_eq!(ids.len(), want.len());
+    let mut sorted = ids.clone();
+    sorted.sort_by_key(|id| id.rsplit('@').next().unwrap().parse::<u64>().unwrap());
+    assert_eq!(sorted, want);
+    assert_eq!(
+        schedule(&queue, "minutely").await.next,
+        Some(at(now + 60_000))
     );
 }
 

@@ -1,87 +1,109 @@
 //! With the `tracing` feature, a subscriber sees the durable queue's events (schedule,
 //! leadership, promotion, delivery and ack, failure) and each handler runs in a `job`
-//! span. A minimal subscriber of the test's own records them.
+//! span; and no secret reaches a subscriber, an error or the operator's binary. A
+//! minimal subscriber of the tests' own records every field (`durable_tracing/recorder.rs`).
+//!
+//! Every queue here connects as the way a careful deployment does: TLS only, a password
+//! in the URL, and a client certificate (mutual TLS: the server runs with
+//! `--tls-auth-clients yes`). `durable_tracing/secrets.rs` then makes every kind of error
+//! a user can meet happen and reads everything that was shown for the password and the
+//! client key.
 
-use tickless_test_support as support;
+pub use tickless_test_support as support;
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
-use support::RedisServer;
-use tickless_durable::{LeaderOptions, Queue, WorkerOptions};
-use tracing::field::{Field, Visit};
-use tracing::span::{Attributes, Id, Record};
-use tracing::{Event, Metadata, Subscriber};
+#[path = "durable_tracing/binary.rs"]
+mod binary;
+#[path = "durable_tracing/recorder.rs"]
+mod recorder;
+#[path = "durable_tracing/secrets.rs"]
+mod secrets;
 
-/// Keeps "message" of every event, prefixed by the names of the spans it is in.
-#[derive(Clone, Default)]
-struct Recorder {
-    seen: Arc<Mutex<Vec<String>>>,
-    spans: Arc<Mutex<Vec<(u64, String)>>>,
-    stack: Arc<Mutex<Vec<u64>>>,
-    next: Arc<AtomicU64>,
+use recorder::Recorder;
+use std::time::{Duration, Instant, SystemTime};
+use support::{readme_acl, RedisServer};
+use tickless_durable::{ConnectOptions, LeaderOptions, WorkerOptions};
+
+/// The password of the tests' users: with a comma (a URL's user part takes one as it is;
+/// the binary's seed list is comma-separated) between two pieces long enough to be
+/// looked for alone, and nothing a URL would escape.
+pub const PASSWORD: &str = "Tk9vQ2x,Lm7pWz4";
+
+/// A server that speaks only TLS and asks every client for its certificate, with users
+/// whose password is [`PASSWORD`].
+pub struct Secured {
+    pub server: RedisServer,
 }
 
-struct Message(String);
+impl Secured {
+    /// The server, with user `app` (README's grants and `+wait +scan`), `narrow` (the same
+    /// without `+ltrim`, which a claim needs) and `nochan` (no channel: `connect` turns it
+    /// away).
+    pub fn start() -> Secured {
+        let secured = Secured {
+            server: RedisServer::start_mutual_tls(&[]),
+        };
+        secured.add_users();
+        secured
+    }
 
-impl Visit for Message {
-    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-        if field.name() == "message" {
-            self.0 = format!("{value:?}");
+    /// (Again, after a restart: users made with `ACL SETUSER` live in memory only.)
+    pub fn add_users(&self) {
+        for (user, drop) in [
+            ("app", &[][..]),
+            ("narrow", &["+ltrim"][..]),
+            ("nochan", &["&tickless:*"][..]),
+        ] {
+            let mut rules: Vec<String> = readme_acl()
+                .into_iter()
+                .filter(|rule| !rule.starts_with('>') && !drop.contains(&rule.as_str()))
+                .collect();
+            rules.extend([format!(">{PASSWORD}"), "+wait".into(), "+scan".into()]);
+            let mut args = vec!["ACL", "SETUSER", user];
+            args.extend(rules.iter().map(String::as_str));
+            assert_eq!(self.server.cli(&args).trim(), "OK", "ACL SETUSER {user}");
         }
+    }
+
+    /// `rediss://<user>:<password>@localhost:<port>/`.
+    pub fn url(&self, user: &str, password: &str) -> String {
+        self.server.url_as(user, password)
+    }
+
+    /// How `user` connects: its password, the server's CA, the client certificate.
+    pub fn options(&self, user: &str) -> ConnectOptions {
+        ConnectOptions::new(&self.url(user, PASSWORD))
+            .tls_ca_pem(self.server.ca_pem())
+            .tls_client_pem(self.server.client_cert_pem(), self.server.client_key_pem())
     }
 }
 
-impl Subscriber for Recorder {
-    fn enabled(&self, _: &Metadata<'_>) -> bool {
-        true
+/// Waits until `done` holds, at most `limit`, naming `what` it waited for if it never does.
+pub async fn until(limit: Duration, what: &str, mut done: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !done() {
+        assert!(
+            started.elapsed() < limit,
+            "waited {limit:?} for {what}, in vain"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    fn new_span(&self, span: &Attributes<'_>) -> Id {
-        let id = self.next.fetch_add(1, Ordering::Relaxed) + 1;
-        self.spans
-            .lock()
-            .unwrap()
-            .push((id, span.metadata().name().to_string()));
-        Id::from_u64(id)
-    }
-    fn record(&self, _: &Id, _: &Record<'_>) {}
-    fn record_follows_from(&self, _: &Id, _: &Id) {}
-    fn event(&self, event: &Event<'_>) {
-        let mut message = Message(String::new());
-        event.record(&mut message);
-        let spans = self.spans.lock().unwrap();
-        let mut path: Vec<String> = self
-            .stack
-            .lock()
-            .unwrap()
-            .iter()
-            .filter_map(|id| spans.iter().find(|(s, _)| s == id).map(|(_, n)| n.clone()))
-            .collect();
-        path.push(message.0);
-        self.seen.lock().unwrap().push(path.join("/"));
-    }
-    fn enter(&self, span: &Id) {
-        self.stack.lock().unwrap().push(span.into_u64());
-    }
-    fn exit(&self, span: &Id) {
-        let mut stack = self.stack.lock().unwrap();
-        if let Some(i) = stack.iter().rposition(|s| *s == span.into_u64()) {
-            stack.remove(i);
-        }
-    }
+}
+
+/// A runtime on this thread, so that the subscriber set for this thread sees every task.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
 }
 
 #[test]
 fn subscribers_see_schedule_leadership_promotion_delivery_and_failure() {
     let recorder = Recorder::default();
     let _guard = tracing::subscriber::set_default(recorder.clone());
-    let server = RedisServer::start();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
-        let queue = Queue::connect(&server.url(), "traced").await.unwrap();
+    let secured = Secured::start();
+    runtime().block_on(async {
+        let queue = secured.options("app").connect("traced").await.unwrap();
         let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
         queue.set_manual_clock(Some(t0)).await.unwrap();
         queue
@@ -115,10 +137,14 @@ fn subscribers_see_schedule_leadership_promotion_delivery_and_failure() {
                 Ok::<(), std::io::Error>(())
             }
         }));
-        assert_eq!(rx.recv().await.as_deref(), Some("c"));
+        let limit = Duration::from_secs(10);
+        let delivered = tokio::time::timeout(limit, rx.recv())
+            .await
+            .unwrap_or_else(|_| panic!("job c not delivered to the running worker in {limit:?}"));
+        assert_eq!(delivered.as_deref(), Some("c"));
         run.abort();
     });
-    let seen = recorder.seen.lock().unwrap().clone();
+    let seen = recorder.messages();
     for want in [
         "schedule",
         "acquired",
@@ -129,4 +155,14 @@ fn subscribers_see_schedule_leadership_promotion_delivery_and_failure() {
     ] {
         assert!(seen.iter().any(|s| s == want), "no {want:?} in {seen:?}");
     }
+    // The span's own fields, recorded.
+    let records = recorder.records();
+    assert!(
+        records
+            .iter()
+            .any(|r| r.starts_with("span tickless_durable INFO job")
+                && r.contains("id=\"c\"")
+                && r.contains("attempt=1")),
+        "{records:#?}"
+    );
 }

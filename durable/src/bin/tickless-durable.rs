@@ -9,7 +9,8 @@
 //! ```
 //!
 //! `--help` on the binary and on each command says the rest. `<URL>` is one server's URL,
-//! or a Redis Cluster's seed URLs separated by commas. Exit codes: 0 done, 1 an error
+//! or a Redis Cluster's seed URLs separated by commas; `--ca`, `--cert` and `--key` (or
+//! `TICKLESS_REDIS_CA`, `_CERT`, `_KEY`) name PEM files for TLS. Exit codes: 0 done, 1 an error
 //! (Redis unreachable, a permission, a bad reply), 2 a usage error, 3 no such job (`job`,
 //! `retry-dead`).
 //!
@@ -35,11 +36,29 @@ struct Cli {
 struct Redis {
     /// One server's URL (`redis://`, `rediss://` for TLS), or a Redis Cluster's seed URLs
     /// separated by commas (`redis://10.0.0.1:6379,redis://10.0.0.2:6379`; one seed and a
-    /// comma for a single one).
+    /// comma for a single one). A comma separates seeds only before a scheme or at the
+    /// end, so a password may hold one.
     url: String,
     /// A PEM file of the CA to trust for `rediss://` URLs (else the system's roots).
     #[arg(long, env = "TICKLESS_REDIS_CA", value_name = "FILE")]
     ca: Option<PathBuf>,
+    /// A PEM file of the client certificate to present to a server that asks for one
+    /// (mutual TLS, Redis's `tls-auth-clients yes`); needs `--key`.
+    #[arg(
+        long,
+        env = "TICKLESS_REDIS_CERT",
+        value_name = "FILE",
+        requires = "key"
+    )]
+    cert: Option<PathBuf>,
+    /// A PEM file of the client certificate's private key; needs `--cert`.
+    #[arg(
+        long,
+        env = "TICKLESS_REDIS_KEY",
+        value_name = "FILE",
+        requires = "cert"
+    )]
+    key: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -153,20 +172,60 @@ fn main() -> ExitCode {
     }
 }
 
-/// One server, or a cluster when the URL holds commas; the CA file if given.
-async fn connect(redis: &Redis, name: &str) -> Result<Queue, String> {
-    let url = &redis.url;
-    let mut options = if url.contains(',') {
-        ConnectOptions::cluster(url.split(',').filter(|seed| !seed.is_empty()))
+/// One server, or a cluster when the URL names several seeds; the CA and client
+/// certificate files if given.
+fn options(redis: &Redis) -> Result<ConnectOptions, String> {
+    let mut options = if is_cluster(&redis.url) {
+        ConnectOptions::cluster(seeds(&redis.url))
     } else {
-        ConnectOptions::new(url)
+        ConnectOptions::new(&redis.url)
+    };
+    let read = |what: &str, path: &PathBuf| {
+        std::fs::read(path).map_err(|err| format!("cannot read the {what} file {path:?}: {err}"))
     };
     if let Some(path) = &redis.ca {
-        let pem = std::fs::read(path)
-            .map_err(|err| format!("cannot read the CA file {path:?}: {err}"))?;
-        options = options.tls_ca_pem(pem);
+        options = options.tls_ca_pem(read("CA", path)?);
     }
-    options.connect(name).await.map_err(|e| e.to_string())
+    if let (Some(cert), Some(key)) = (&redis.cert, &redis.key) {
+        options =
+            options.tls_client_pem(read("client certificate", cert)?, read("client key", key)?);
+    }
+    Ok(options)
+}
+
+/// The seed URLs of `<URL>`: split at each comma that a scheme follows (`,redis://`,
+/// `,rediss://`, `,redis+unix://`) or that ends it. A comma elsewhere is part of a URL (a
+/// password may hold one), so that no piece of a password is ever taken for a URL and
+/// shown in an error.
+fn seeds(url: &str) -> Vec<&str> {
+    let mut seeds = Vec::new();
+    let mut start = 0;
+    for (at, _) in url.match_indices(',') {
+        let next = &url[at + 1..];
+        if next.is_empty()
+            || next.starts_with("redis://")
+            || next.starts_with("rediss://")
+            || next.starts_with("redis+unix://")
+        {
+            seeds.push(&url[start..at]);
+            start = at + 1;
+        }
+    }
+    seeds.push(&url[start..]);
+    seeds.retain(|seed| !seed.is_empty());
+    seeds
+}
+
+/// Whether `<URL>` names a cluster: several seeds, or one and a comma.
+fn is_cluster(url: &str) -> bool {
+    url.ends_with(',') || seeds(url).len() > 1
+}
+
+async fn connect(redis: &Redis, name: &str) -> Result<Queue, String> {
+    options(redis)?
+        .connect(name)
+        .await
+        .map_err(|e| e.to_string())
 }
 
 async fn run(command: Command) -> Result<(), Failure> {
@@ -290,11 +349,11 @@ async fn inspect(queue: &Queue) -> Result<(), Error> {
 #[cfg(feature = "dashboard")]
 async fn serve(args: Serve) -> Result<(), String> {
     use tickless_durable::dashboard::Dashboard;
-    let url = &args.redis.url;
-    let names = if args.queues.is_empty() && url.contains(',') {
+    let names = if args.queues.is_empty() && is_cluster(&args.redis.url) {
         return Err("on a cluster, name the queues to show (each node has its own keys)".into());
     } else if args.queues.is_empty() {
-        tickless_durable::queue_names(url)
+        options(&args.redis)?
+            .queue_names()
             .await
             .map_err(|e| e.to_string())?
     } else {
@@ -340,4 +399,33 @@ async fn serve(_: Serve) -> Result<(), String> {
          (cargo install tickless-durable --features dashboard)"
             .to_string(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{is_cluster, seeds};
+
+    #[test]
+    fn seeds_split_only_at_commas_before_a_scheme_or_at_the_end() {
+        let cases: [(&str, &[&str], bool); 6] = [
+            ("redis://h:1/", &["redis://h:1/"], false),
+            ("redis://h:1/,", &["redis://h:1/"], true),
+            (
+                "redis://a:1,redis://b:2",
+                &["redis://a:1", "redis://b:2"],
+                true,
+            ),
+            (
+                "rediss://u:p,w@a:1,rediss://u:p,w@b:2,",
+                &["rediss://u:p,w@a:1", "rediss://u:p,w@b:2"],
+                true,
+            ),
+            ("redis://:p,w@h:1/", &["redis://:p,w@h:1/"], false),
+            ("redis://:p,redis@h:1/", &["redis://:p,redis@h:1/"], false),
+        ];
+        for (url, want, cluster) in cases {
+            assert_eq!(seeds(url), want, "{url}");
+            assert_eq!(is_cluster(url), cluster, "{url}");
+        }
+    }
 }

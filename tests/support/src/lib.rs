@@ -9,7 +9,7 @@ mod redis_server;
 mod redis_variant;
 
 pub use redis_cluster::{master_of_slot_seen_by, RedisCluster, NODE_TIMEOUT_MS};
-pub use redis_server::{make_ca, RedisServer};
+pub use redis_server::{make_ca, make_client_certificate, RedisServer};
 pub use redis_variant::{readme_acl, readme_user, Variant};
 
 use std::future::Future;

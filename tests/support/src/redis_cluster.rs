@@ -19,16 +19,24 @@ impl RedisCluster {
     /// `masters` masters with `replicas` replicas each (the first `masters` nodes start as
     /// the masters), every slot assigned, every replica in sync.
     pub fn start(masters: usize, replicas: usize) -> RedisCluster {
-        RedisCluster::start_with(masters, replicas, false)
+        RedisCluster::start_with(masters, replicas, false, false)
     }
 
     /// [`start`](Self::start) with TLS only: every node, the cluster bus and replication
     /// (`--tls-cluster yes --tls-replication yes`), one CA for all ([`ca_pem`](Self::ca_pem)).
     pub fn start_tls(masters: usize, replicas: usize) -> RedisCluster {
-        RedisCluster::start_with(masters, replicas, true)
+        RedisCluster::start_with(masters, replicas, true, false)
     }
 
-    fn start_with(masters: usize, replicas: usize, tls: bool) -> RedisCluster {
+    /// [`start_tls`](Self::start_tls) whose nodes also ask every client for a
+    /// certificate signed by the CA (`--tls-auth-clients yes`); the nodes present their
+    /// own to each other, and [`client_pem`](Self::client_pem) is one for the
+    /// tests.
+    pub fn start_mutual_tls(masters: usize, replicas: usize) -> RedisCluster {
+        RedisCluster::start_with(masters, replicas, true, true)
+    }
+
+    fn start_with(masters: usize, replicas: usize, tls: bool, client_auth: bool) -> RedisCluster {
         let timeout = NODE_TIMEOUT_MS.to_string();
         let certs = std::env::temp_dir().join(format!(
             "tickless-cluster-certs-{}-{:?}",
@@ -39,6 +47,9 @@ impl RedisCluster {
             let _ = std::fs::remove_dir_all(&certs);
             std::fs::create_dir_all(&certs).unwrap();
             crate::redis_server::make_certificates(&certs);
+            if client_auth {
+                crate::redis_server::make_client_certificate(&certs, "ca", "client");
+            }
         }
         let args = [
             "--cluster-enabled",
@@ -57,7 +68,7 @@ impl RedisCluster {
         let nodes: Vec<RedisServer> = (0..masters * (1 + replicas))
             .map(|_| {
                 if tls {
-                    RedisServer::start_tls_with_certificates(&certs, &args)
+                    RedisServer::start_tls_with_certificates(&certs, client_auth, &args)
                 } else {
                     RedisServer::start_plain(&args)
                 }
@@ -69,6 +80,13 @@ impl RedisCluster {
                 .arg("--tls")
                 .arg("--cacert")
                 .arg(certs.join("ca.crt"));
+            if client_auth {
+                create
+                    .arg("--cert")
+                    .arg(certs.join("client.crt"))
+                    .arg("--key")
+                    .arg(certs.join("client.key"));
+            }
         }
         let output = create
             .arg("--cluster")
@@ -99,6 +117,15 @@ impl RedisCluster {
     /// The CA of a TLS cluster, as PEM.
     pub fn ca_pem(&self) -> Vec<u8> {
         self.nodes[0].ca_pem()
+    }
+
+    /// The client certificate a [`start_mutual_tls`](Self::start_mutual_tls) cluster
+    /// accepts, and its key, as PEM.
+    pub fn client_pem(&self) -> (Vec<u8>, Vec<u8>) {
+        (
+            self.nodes[0].client_cert_pem(),
+            self.nodes[0].client_key_pem(),
+        )
     }
 
     /// The node on `port`.

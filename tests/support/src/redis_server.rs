@@ -21,6 +21,9 @@ pub struct RedisServer {
     fsync: &'static str,
     /// TLS only (`--port 0 --tls-port`), with the certificates `make_certificates` made.
     tls: bool,
+    /// Clients must present a certificate signed by its CA (`--tls-auth-clients yes`);
+    /// `client.crt` and `client.key` in its directory are one (`redis-cli` uses them).
+    client_auth: bool,
     /// README's ACL user loaded from an ACL file at every start; `url()` names it.
     acl: bool,
     /// Added to the command line after the defaults (later values win).
@@ -67,7 +70,7 @@ impl RedisServer {
     /// [`start_with_args`](Self::start_with_args) plain whatever `TICKLESS_TEST_REDIS`
     /// says: plain TCP, the default user (cluster nodes, and tests whose point needs it).
     pub fn start_plain(extra: &[&str]) -> RedisServer {
-        RedisServer::start_with("always", Variant::PLAIN, None, extra)
+        RedisServer::start_with("always", Variant::PLAIN, None, false, extra)
     }
 
     fn start_variant(fsync: &'static str, extra: &[&str]) -> RedisServer {
@@ -75,6 +78,7 @@ impl RedisServer {
             fsync,
             Variant::from_env(),
             Some(Certificates::Variant),
+            false,
             extra,
         )
     }
@@ -83,21 +87,37 @@ impl RedisServer {
     /// certificate for `localhost` and `127.0.0.1` made with `openssl` in its directory
     /// (see [`ca_pem`](Self::ca_pem)); `extra` as in [`start_with_args`](Self::start_with_args).
     pub fn start_tls(extra: &[&str]) -> RedisServer {
-        RedisServer::start_with("always", TLS_ONLY, None, extra)
+        RedisServer::start_with("always", TLS_ONLY, None, false, extra)
+    }
+
+    /// [`start_tls`](Self::start_tls) that also asks every client for a certificate
+    /// signed by its CA (`--tls-auth-clients yes`: mutual TLS); one is made for the tests
+    /// ([`client_cert_pem`](Self::client_cert_pem), [`client_key_pem`](Self::client_key_pem)),
+    /// and [`cli`](Self::cli) presents it.
+    pub fn start_mutual_tls(extra: &[&str]) -> RedisServer {
+        RedisServer::start_with("always", TLS_ONLY, None, true, extra)
     }
 
     /// [`start_tls`](Self::start_tls) with the certificates already in `certs` (made by
-    /// `make_certificates`), so that several servers share one CA (a cluster's nodes).
-    pub fn start_tls_with_certificates(certs: &std::path::Path, extra: &[&str]) -> RedisServer {
-        RedisServer::start_with("always", TLS_ONLY, Some(Certificates::Copy(certs)), extra)
+    /// `make_certificates`), so that several servers share one CA (a cluster's nodes);
+    /// with `client_auth`, as [`start_mutual_tls`](Self::start_mutual_tls) with the client
+    /// certificate in `certs` too (`client.crt`, `client.key`).
+    pub fn start_tls_with_certificates(
+        certs: &std::path::Path,
+        client_auth: bool,
+        extra: &[&str],
+    ) -> RedisServer {
+        let copy = Some(Certificates::Copy(certs));
+        RedisServer::start_with("always", TLS_ONLY, copy, client_auth, extra)
     }
 
     /// With `variant.tls`, the certificates come from `certs`, or are made with a CA of
-    /// the server's own if `None`.
+    /// the server's own if `None`; with `client_auth`, a client certificate too.
     fn start_with(
         fsync: &'static str,
         variant: Variant,
         certs: Option<Certificates<'_>>,
+        client_auth: bool,
         extra: &[&str],
     ) -> RedisServer {
         static NEXT: AtomicU32 = AtomicU32::new(0);
@@ -111,12 +131,21 @@ impl RedisServer {
         if variant.tls {
             match certs {
                 Some(Certificates::Copy(certs)) => {
-                    for file in ["ca.crt", "server.crt", "server.key"] {
+                    let mut files = vec!["ca.crt", "server.crt", "server.key"];
+                    if client_auth {
+                        files.extend(["client.crt", "client.key"]);
+                    }
+                    for file in files {
                         std::fs::copy(certs.join(file), dir.join(file)).expect("a certificate");
                     }
                 }
                 Some(Certificates::Variant) => redis_variant::make_variant_certificates(&dir),
-                None => make_certificates(&dir),
+                None => {
+                    make_certificates(&dir);
+                    if client_auth {
+                        make_client_certificate(&dir, "ca", "client");
+                    }
+                }
             }
         }
         if variant.acl {
@@ -128,6 +157,7 @@ impl RedisServer {
             dir,
             fsync,
             tls: variant.tls,
+            client_auth: variant.tls && client_auth,
             acl: variant.acl,
             extra: extra.iter().map(|arg| arg.to_string()).collect(),
         };
@@ -153,7 +183,10 @@ impl RedisServer {
                 .args(["--tls-cert-file", &file("server.crt")])
                 .args(["--tls-key-file", &file("server.key")])
                 .args(["--tls-ca-cert-file", &file("ca.crt")])
-                .args(["--tls-auth-clients", "no"]);
+                .args([
+                    "--tls-auth-clients",
+                    if self.client_auth { "yes" } else { "no" },
+                ]);
         } else {
             command
                 .args(["--bind", "127.0.0.1", "--port"])
@@ -260,6 +293,24 @@ impl RedisServer {
         std::fs::read(self.dir.join("ca.crt")).expect("the test CA")
     }
 
+    /// The path of `file` in the server's directory: `ca.crt`, and for a
+    /// [`start_mutual_tls`](Self::start_mutual_tls) one `client.crt` and `client.key`
+    /// (for a program that takes files, such as the `tickless-durable` binary).
+    pub fn file(&self, file: &str) -> PathBuf {
+        self.dir.join(file)
+    }
+
+    /// The client certificate a [`start_mutual_tls`](Self::start_mutual_tls) server
+    /// accepts, as PEM.
+    pub fn client_cert_pem(&self) -> Vec<u8> {
+        std::fs::read(self.dir.join("client.crt")).expect("the client certificate")
+    }
+
+    /// The private key of [`client_cert_pem`](Self::client_cert_pem), as PEM.
+    pub fn client_key_pem(&self) -> Vec<u8> {
+        std::fs::read(self.dir.join("client.key")).expect("the client key")
+    }
+
     /// The password of `--requirepass`, if it was given.
     fn password(&self) -> Option<&str> {
         let at = self.extra.iter().position(|arg| arg == "--requirepass")?;
@@ -277,6 +328,13 @@ impl RedisServer {
                 .arg("--tls")
                 .arg("--cacert")
                 .arg(self.dir.join("ca.crt"));
+            if self.client_auth {
+                command
+                    .arg("--cert")
+                    .arg(self.dir.join("client.crt"))
+                    .arg("--key")
+                    .arg(self.dir.join("client.key"));
+            }
         }
         if let Some(password) = self.password() {
             command.args(["--no-auth-warning", "-a", password]);
@@ -468,6 +526,60 @@ pub fn make_server_certificate(dir: &std::path::Path) {
             "server.ext",
             "-out",
             "server.crt",
+        ],
+    );
+}
+
+/// `<name>.crt` and `<name>.key` in `dir`: a client certificate (for TLS client
+/// authentication, `CN=<name>`) signed by the CA `<ca>.crt`/`<ca>.key` there; P-256, a
+/// day long, the key in PKCS#8 PEM.
+pub fn make_client_certificate(dir: &std::path::Path, ca: &str, name: &str) {
+    let ext = dir.join(format!("{name}.ext"));
+    std::fs::write(&ext, "extendedKeyUsage=clientAuth\n").unwrap();
+    let (crt, key, csr) = (
+        format!("{name}.crt"),
+        format!("{name}.key"),
+        format!("{name}.csr"),
+    );
+    let subject = format!("/CN={name}");
+    openssl(
+        dir,
+        &[
+            "req",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-keyout",
+            &key,
+            "-subj",
+            &subject,
+            "-out",
+            &csr,
+        ],
+    );
+    let (ca_crt, ca_key) = (format!("{ca}.crt"), format!("{ca}.key"));
+    let ext = ext.display().to_string();
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            &csr,
+            "-CA",
+            &ca_crt,
+            "-CAkey",
+            &ca_key,
+            "-CAcreateserial",
+            "-days",
+            "1",
+            "-sha256",
+            "-extfile",
+            &ext,
+            "-out",
+            &crt,
         ],
     );
 }
