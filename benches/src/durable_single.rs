@@ -18,9 +18,9 @@
 //! 36 bytes).
 
 use super::{commandstats, cpu_s, Row};
-use tickless_test_support::RedisServer;
 use std::time::{Duration, Instant};
 use tickless_durable::{Queue, When, WorkerOptions};
+use tickless_test_support::RedisServer;
 
 /// Calls in flight.
 const IN_FLIGHT: usize = 100;
