@@ -143,6 +143,10 @@ impl ClockMap {
 /// Far enough to mean "never" for a sleep.
 const FAR: Duration = Duration::from_secs(86_400 * 365);
 
+/// How long a new subscription's probe may take to come back (see
+/// `Leader::confirm_subscription`): a round trip through Redis, with room for a busy one.
+const CONFIRM_WAIT: Duration = Duration::from_secs(5);
+
 impl Queue {
     /// A leadership candidate for this queue (see [`Leader`]).
     pub fn leader(&self, mut options: LeaderOptions) -> Leader {
@@ -246,6 +250,7 @@ impl Leader {
             .await
             .map_err(|err| Error::redis(&channel, "SUBSCRIBE", err))?;
         let mut messages = pubsub.into_on_message();
+        self.confirm_subscription(&channel, &mut messages).await?;
         // Whatever was published while unsubscribed is read from the keys now.
         self.wake_now();
         loop {
@@ -270,6 +275,46 @@ impl Leader {
                     return Ok(());
                 }
             }
+        }
+    }
+
+    /// Publishes a probe on the queue's channel and waits (at most [`CONFIRM_WAIT`]) to
+    /// hear a message on `messages`, which proves the subscription: the `redis` crate's
+    /// `subscribe` answers `Ok` even when Redis refused the `SUBSCRIBE` (a user without
+    /// `+subscribe`), and a leader that hears nothing wakes only on its own timers, late
+    /// for every job scheduled earlier than its next wake, with no error anywhere. A
+    /// message heard is taken as usual; the probe means nothing to a leader or candidate.
+    async fn confirm_subscription(
+        &mut self,
+        channel: &str,
+        messages: &mut (impl Stream<Item = redis::Msg> + Unpin),
+    ) -> Result<(), Error> {
+        let _: i64 = redis::cmd("PUBLISH")
+            .arg(channel)
+            .arg("probe")
+            .query_async(&mut self.queue.conn())
+            .await
+            .map_err(|err| Error::redis(channel, "PUBLISH", err))?;
+        tokio::select! {
+            _ = tickless::sleep(CONFIRM_WAIT) => Err(Error::permission(
+                channel,
+                "SUBSCRIBE to the queue's wake channel",
+                &format!(
+                    "its probe was not heard within {CONFIRM_WAIT:?}: a queue's user needs \
+                     +subscribe"
+                ),
+            )),
+            message = next_message(messages) => match message {
+                Some(payload) => {
+                    self.heard(&payload);
+                    Ok(())
+                }
+                None => Err(Error::redis(
+                    channel,
+                    "the subscription",
+                    redis::RedisError::from((redis::ErrorKind::IoError, "connection closed")),
+                )),
+            },
         }
     }
 
