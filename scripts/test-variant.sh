@@ -8,7 +8,9 @@
 #   bash scripts/test-variant.sh tls [--no-crash] [extra cargo test arguments]
 #
 # `--no-crash` leaves out durable/tests/durable_crash.rs (its kill -9 scenarios take ~17 s).
-# Each test binary runs under scripts/run-tests.sh's time limit.
+# Each test binary runs under scripts/run-tests.sh's time limit. The same packages and
+# features as scripts/test.sh (no -p: a build of one package unifies features otherwise
+# and rebuilds every dependency, ~160 s here).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,4 +30,4 @@ for suite in "${suites[@]}"; do args+=(--test "$suite"); done
 certs="$(mktemp -d)"
 trap 'rm -rf "$certs"' EXIT
 SSL_CERT_DIR="$certs" TICKLESS_TEST_REDIS="$variant" \
-  bash scripts/run-tests.sh -p tickless-durable --all-features "${args[@]}" "$@"
+  bash scripts/run-tests.sh --all-features "${args[@]}" "$@"
