@@ -488,45 +488,12 @@ pub fn make_certificates(dir: &std::path::Path) {
 /// `server.crt` and `server.key` for `localhost` and `127.0.0.1` in `dir`, signed by the
 /// CA there (`ca.crt`, `ca.key`).
 pub fn make_server_certificate(dir: &std::path::Path) {
-    let ext = dir.join("server.ext");
-    std::fs::write(&ext, "subjectAltName=DNS:localhost,IP:127.0.0.1\n").unwrap();
-    openssl(
+    sign_certificate(
         dir,
-        &[
-            "req",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-nodes",
-            "-keyout",
-            "server.key",
-            "-subj",
-            "/CN=localhost",
-            "-out",
-            "server.csr",
-        ],
-    );
-    openssl(
-        dir,
-        &[
-            "x509",
-            "-req",
-            "-in",
-            "server.csr",
-            "-CA",
-            "ca.crt",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-days",
-            "1",
-            "-sha256",
-            "-extfile",
-            "server.ext",
-            "-out",
-            "server.crt",
-        ],
+        "ca",
+        "server",
+        "/CN=localhost",
+        "subjectAltName=DNS:localhost,IP:127.0.0.1",
     );
 }
 
@@ -534,14 +501,26 @@ pub fn make_server_certificate(dir: &std::path::Path) {
 /// authentication, `CN=<name>`) signed by the CA `<ca>.crt`/`<ca>.key` there; P-256, a
 /// day long, the key in PKCS#8 PEM.
 pub fn make_client_certificate(dir: &std::path::Path, ca: &str, name: &str) {
-    let ext = dir.join(format!("{name}.ext"));
-    std::fs::write(&ext, "extendedKeyUsage=clientAuth\n").unwrap();
+    sign_certificate(
+        dir,
+        ca,
+        name,
+        &format!("/CN={name}"),
+        "extendedKeyUsage=clientAuth",
+    );
+}
+
+/// `<name>.crt` and `<name>.key` in `dir` (P-256, a day long, the key in PKCS#8 PEM) for
+/// `subject`, with the one X.509 extension line `extension`, signed by the CA
+/// `<ca>.crt`/`<ca>.key` there.
+fn sign_certificate(dir: &std::path::Path, ca: &str, name: &str, subject: &str, extension: &str) {
+    let ext = format!("{name}.ext");
+    std::fs::write(dir.join(&ext), format!("{extension}\n")).unwrap();
     let (crt, key, csr) = (
         format!("{name}.crt"),
         format!("{name}.key"),
         format!("{name}.csr"),
     );
-    let subject = format!("/CN={name}");
     openssl(
         dir,
         &[
@@ -554,13 +533,12 @@ pub fn make_client_certificate(dir: &std::path::Path, ca: &str, name: &str) {
             "-keyout",
             &key,
             "-subj",
-            &subject,
+            subject,
             "-out",
             &csr,
         ],
     );
     let (ca_crt, ca_key) = (format!("{ca}.crt"), format!("{ca}.key"));
-    let ext = ext.display().to_string();
     openssl(
         dir,
         &[
