@@ -141,7 +141,11 @@ impl Error {
             return Error::new(Kind::Garbage, format!("garbage in {detail}"));
         }
         if err.code() == Some("NOPERM") {
-            return Error::permission(key, what, err.detail().unwrap_or_default());
+            // lib.lua's acl_check names the command and the grant; where it was raised
+            // (`script: <sha>, on lib.lua:<line>`) says nothing more.
+            let detail = err.detail().unwrap_or_default();
+            let detail = detail.split(" script: ").next().unwrap_or(detail);
+            return Error::permission(key, what, detail);
         }
         // A command a script runs that the user may not (Redis answers ERR, not NOPERM).
         let detail = err.detail().unwrap_or_default();

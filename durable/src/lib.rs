@@ -215,6 +215,7 @@ mod redact;
 mod repair;
 mod reply;
 mod retry;
+mod script_acl;
 mod scripts;
 mod single;
 mod stats;

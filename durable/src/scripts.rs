@@ -11,7 +11,7 @@
 //! lines 2..=N   <script lines 2..=N>
 //! line N+1      end
 //! lines N+2..   <lib.lua>
-//! last          return main()
+//! last          <the permission check (script_acl.rs)> return main()
 //! ```
 //!
 //! The header ([`lua_header`]: keys from `KEYS`, the contract's constants) and the
@@ -67,9 +67,13 @@ impl Script {
             format!("{text}\n")
         };
         let lines = text.lines().count();
-        let needed = lib.closure(&text);
+        let mut needed = lib.closure(&text);
+        // The check names what the script and its lib functions send, not acl_refused's
+        // own words: read before it is added.
+        let check = super::script_acl::check(&text, &lib.text_of(&needed));
+        lib.need("acl_refused", &mut needed);
         let source = format!(
-            "{header}{} local function main() {text}end\n{}\nreturn main()\n",
+            "{header}{} local function main() {text}end\n{}\n{check}return main()\n",
             lib.declare(&needed),
             lib.text_of(&needed)
         );
@@ -212,6 +216,12 @@ impl Lib {
         }
     }
 
+    /// Marks lib function `name` needed.
+    fn need(&self, name: &str, needed: &mut [bool]) {
+        let f = self.functions.iter().position(|f| f.name == name);
+        needed[f.unwrap_or_else(|| panic!("lib.lua has no function {name}"))] = true;
+    }
+
     /// lib.lua with the lines of the functions not needed left empty (so every line
     /// keeps its number).
     fn text_of(&self, needed: &[bool]) -> String {
@@ -277,7 +287,7 @@ macro_rules! scripts {
 
         /// Every script's name and text.
         #[cfg(test)]
-        const FILES: &[(&str, &str)] = &[
+        pub(crate) const FILES: &[(&str, &str)] = &[
             $((stringify!($field), include_str!(concat!("scripts/", stringify!($field), ".lua"))),)*
         ];
 
