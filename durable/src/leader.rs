@@ -147,6 +147,10 @@ const FAR: Duration = Duration::from_secs(86_400 * 365);
 /// `Leader::confirm_subscription`): a round trip through Redis, with room for a busy one.
 const CONFIRM_WAIT: Duration = Duration::from_secs(5);
 
+/// How often a leader whose rounds keep failing warns again (`tracing`): its first
+/// failure warns at once.
+const WARN_EVERY: Duration = Duration::from_secs(30);
+
 impl Queue {
     /// A leadership candidate for this queue (see [`Leader`]).
     pub fn leader(&self, mut options: LeaderOptions) -> Leader {
@@ -207,6 +211,7 @@ impl Leader {
 
     async fn run(mut self, mut stopped: watch::Receiver<bool>) -> Result<(), Error> {
         let mut retry = Retry::new();
+        let mut last_warned = Instant::now();
         loop {
             match self.session(&mut stopped, &mut retry).await {
                 Ok(()) => return Ok(()),
@@ -214,10 +219,23 @@ impl Leader {
                 // script meets before it writes anything), the leader goes on: an
                 // operator can repair a key or grant a permission without a restart.
                 Err(err) => {
-                    self.shared.failed(&err);
                     self.queue.report("leader", &err).await;
+                    let message = err.to_string();
+                    let after = retry.after(&err);
+                    let failing = self.shared.failed(err);
+                    self.queue.leader_failing(failing, &message).await;
+                    if failing == 1 || last_warned.elapsed() >= WARN_EVERY {
+                        last_warned = Instant::now();
+                        super::trace::event!(
+                            warn,
+                            queue = self.queue.name(),
+                            failing,
+                            error = %message,
+                            "leader not working: its rounds fail"
+                        );
+                    }
                     tokio::select! {
-                        _ = tickless::sleep(retry.after(&err)) => {}
+                        _ = tickless::sleep(after) => {}
                         _ = stopped.changed() => {}
                     }
                     if *stopped.borrow() {
@@ -256,6 +274,20 @@ impl Leader {
         loop {
             self.due_step().await?;
             retry.reset();
+            let (failed, first) = self.shared.worked();
+            if failed > 0 || first {
+                // A working leader serves the queue: what a failing one (this one before,
+                // or another process) said in meta no longer holds.
+                self.queue.leader_failing(0, "").await;
+            }
+            if failed > 0 {
+                super::trace::event!(
+                    info,
+                    queue = self.queue.name(),
+                    failed,
+                    "leader working again"
+                );
+            }
             let deadline = match self.role {
                 Role::Candidate { retry_at } => retry_at,
                 Role::Leading {
@@ -452,7 +484,7 @@ impl Leader {
         let (queue, shared) = (self.queue.clone(), Arc::clone(&self.shared));
         tokio::spawn(async move {
             if let Err(err) = super::repair::run(&queue, Some(token)).await {
-                shared.failed(&err);
+                shared.counted(&err);
             }
         });
     }

@@ -16,13 +16,49 @@ pub(crate) struct Shared {
     /// Calls that failed (the candidate backed off and went on), and the last one's error.
     pub(crate) errors: AtomicU64,
     pub(crate) last_error: Mutex<Option<String>>,
+    /// Rounds failed in a row, up to now (0: the last round worked), and the error of
+    /// the last of them, which [`LeaderHandle::stop`] returns.
+    pub(crate) failing: AtomicU64,
+    pub(crate) failure: Mutex<Option<Error>>,
+    /// Whether a round has worked in this process yet.
+    pub(crate) worked_once: AtomicBool,
 }
 
 impl Shared {
-    /// Counts `err` and keeps its message as the last error.
-    pub(crate) fn failed(&self, err: &Error) {
+    /// Counts `err`, keeps its message as the last error and it as the reason the leader
+    /// is not working; the number of rounds failed in a row.
+    pub(crate) fn failed(&self, err: Error) -> u64 {
+        self.counted(&err);
+        *self.failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(err);
+        self.failing.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// Counts `err` (of a call beside the rounds: the takeover's repair) and keeps its
+    /// message as the last error.
+    pub(crate) fn counted(&self, err: &Error) {
         self.errors.fetch_add(1, Ordering::Relaxed);
         *self.last_error.lock().unwrap_or_else(|e| e.into_inner()) = Some(err.to_string());
+    }
+
+    /// A round worked: the rounds failed in a row before it (0 if none), and whether it
+    /// is the first that worked in this process.
+    pub(crate) fn worked(&self) -> (u64, bool) {
+        let failing = self.failing.swap(0, Ordering::Relaxed);
+        if failing > 0 {
+            *self.failure.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        }
+        (failing, !self.worked_once.swap(true, Ordering::Relaxed))
+    }
+
+    /// The error that kept the leader from working, if its last round failed.
+    pub(crate) fn take_failure(&self) -> Option<Error> {
+        if self.failing.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        self.failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
     }
 }
 
@@ -113,6 +149,12 @@ pub struct LeaderStats {
     /// off and tries again; it never stops on an error. See
     /// [`LeaderHandle::last_error`].
     pub errors: u64,
+    /// Rounds (take the lease, move due jobs, renew) failed in a row up to now: 0 while
+    /// the leader works. A leader that cannot do its work (a grant missing, garbage in a
+    /// key, Redis away) counts up here, warns (`tracing`, at its first failure and then
+    /// every 30 s), and says so in the queue's meta for the dashboard and `/metrics`
+    /// ([`Counters::leader_failing`](super::Counters::leader_failing)).
+    pub failing: u64,
 }
 
 /// A running [`Leader`](super::Leader): see what it does, stop it.
@@ -169,11 +211,23 @@ impl LeaderHandle {
     }
 
     /// Steps down (releasing the lease, so a candidate takes over at once) and ends the
-    /// task. Returns the task's error if it had stopped on one.
+    /// task.
+    ///
+    /// # Errors
+    ///
+    /// The error of the leader's last round, if it failed (then
+    /// [`LeaderStats::failing`] was above 0): what kept it from working when it was
+    /// stopped, such as a permission missing ([`Error::is_permission`]). `Ok(())` if
+    /// its last round worked, whatever failed before.
     pub async fn stop(mut self) -> Result<(), Error> {
         let _ = self.stop.send(true);
-        match self.task.take() {
+        let ended = match self.task.take() {
             Some(task) => task.await.unwrap_or(Ok(())),
+            None => Ok(()),
+        };
+        ended?;
+        match self.shared.take_failure() {
+            Some(err) => Err(err),
             None => Ok(()),
         }
     }
@@ -200,5 +254,6 @@ pub(crate) fn stats(shared: &Shared) -> LeaderStats {
         lag_p99_ms: lags.quantile(0.99),
         lag_sum_ms: lags.sum_ms,
         errors: shared.errors.load(Ordering::Relaxed),
+        failing: shared.failing.load(Ordering::Relaxed),
     }
 }

@@ -273,6 +273,11 @@ pub struct Counters {
     /// The message of the latest of those, as that process saw it (no secret: errors
     /// never hold a password).
     pub last_script_error: Option<String>,
+    /// Rounds a leader (or candidate) of this queue has failed in a row, as it last said
+    /// (0: none is failing); see [`LeaderStats::failing`](super::LeaderStats::failing).
+    pub leader_failing: u64,
+    /// Why, as that leader saw it.
+    pub leader_error: Option<String>,
 }
 
 impl Queue {
@@ -311,9 +316,21 @@ impl Queue {
             .arg(meta)
             .arg(&fields)
             .arg(LAST_SCRIPT_ERROR)
+            .arg(LEADER_FAILING)
+            .arg(LEADER_ERROR)
             .query_async(&mut self.conn())
             .await
             .map_err(|err| Error::redis(meta, "HMGET", err))?;
+        let leader_error = values.pop().flatten();
+        let leader_failing = match values.pop().flatten() {
+            None => 0,
+            Some(text) => text.parse::<u64>().map_err(|_| {
+                Error::garbage(
+                    meta,
+                    format!("field {LEADER_FAILING} is {text:?}, not a count"),
+                )
+            })?,
+        };
         let last_script_error = values.pop().flatten();
         let mut numbers = Vec::with_capacity(fields.len());
         for (field, value) in fields.iter().zip(&values) {
@@ -337,6 +354,8 @@ impl Queue {
             lag_sum_ms: n(8),
             script_errors: n(9),
             last_script_error,
+            leader_failing,
+            leader_error,
             lag: LAG_BOUNDS_MS
                 .iter()
                 .map(|&b| Some(b))
@@ -345,6 +364,33 @@ impl Queue {
                 .map(|(i, le)| (le, n(10 + i)))
                 .collect(),
         })
+    }
+
+    /// Says in meta that this queue's leader (or candidate) has failed `rounds` rounds in
+    /// a row, the last with `message`; `rounds` 0 removes it. Best effort, as `report`:
+    /// a user who may not `HSET` leaves nothing here (the process's own
+    /// [`LeaderStats::failing`](super::LeaderStats::failing) and warning still say it).
+    pub(crate) async fn leader_failing(&self, rounds: u64, message: &str) {
+        let mut conn = self.conn();
+        let meta = self.meta_key();
+        let _: Result<(), _> = if rounds == 0 {
+            redis::cmd("HDEL")
+                .arg(meta)
+                .arg(LEADER_FAILING)
+                .arg(LEADER_ERROR)
+                .query_async(&mut conn)
+                .await
+        } else {
+            let message: String = message.chars().take(1024).collect();
+            redis::cmd("HSET")
+                .arg(meta)
+                .arg(LEADER_FAILING)
+                .arg(rounds)
+                .arg(LEADER_ERROR)
+                .arg(message)
+                .query_async(&mut conn)
+                .await
+        };
     }
 
     /// Counts `err` in the queue if Redis ran a script of ours and it raised
@@ -372,6 +418,11 @@ impl Queue {
 
 /// The meta field holding the message of the latest script failure a leader or worker met.
 const LAST_SCRIPT_ERROR: &str = "last_script_error";
+
+/// The meta fields where a leader whose rounds fail says how many failed in a row and
+/// why (removed when a round works again).
+const LEADER_FAILING: &str = "leader_failing";
+const LEADER_ERROR: &str = "leader_error";
 
 /// The names of the queues on the Redis server at `url`: every `tickless:{<name>}:meta`
 /// key, found with `SCAN` (a queue gets its meta key when a leader first runs on it).

@@ -171,3 +171,128 @@ async fn metrics_are_prometheus_text_whose_types_fit_their_samples() {
     let qs: Vec<f64> = quantiles.iter().map(|q| q.quantile).collect();
     assert_eq!(qs, [0.5, 0.99]);
 }
+
+/// GET `path` of a dashboard of `queue`: the body.
+async fn get(queue: &Queue, path: &str) -> String {
+    let response = Dashboard::new([queue.clone()])
+        .router()
+        .oneshot(
+            axum::http::Request::get(path)
+                .body(axum::body::Body::empty())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200, "{path}");
+    let body = axum::body::to_bytes(response.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    String::from_utf8(body.to_vec()).unwrap()
+}
+
+/// A leader whose user lacks a grant its tick needs (`+srandmember`: the lease's own
+/// scripts do not send it) says so: in its stats and last error, in the queue's meta (the
+/// dashboard's queue page and `/metrics`, read by another user), and in what `stop`
+/// returns. With the grant given, a new leader moves the job and the warning goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_without_a_grant_it_needs_says_so() {
+    let server = support::RedisServer::start();
+    let mut admin = redis::Client::open(server.admin_url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let (_, password) = support::readme_user();
+    let grant = "+srandmember";
+    let mut acl = vec![
+        "ACL".to_string(),
+        "SETUSER".into(),
+        "noleader".into(),
+        "reset".into(),
+    ];
+    acl.extend(
+        support::readme_acl()
+            .into_iter()
+            .filter(|rule| !rule.starts_with('>') && rule != grant),
+    );
+    acl.push(format!(">{password}"));
+    let _: () = redis::cmd(&acl[0])
+        .arg(&acl[1..])
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+
+    let name = support::queue_name("failing-leader");
+    let watcher = Queue::connect(&server.admin_url(), &name).await.unwrap();
+    watcher
+        .schedule("due", b"x", Duration::from_millis(50))
+        .await
+        .unwrap();
+    let url = server.url_as("noleader", &password);
+    let queue = Queue::connect(&url, &name).await.unwrap();
+    let leader = queue.leader(LeaderOptions::default()).spawn();
+    let limit = Instant::now() + Duration::from_secs(10);
+    while leader.stats().failing < 2 || watcher.counters().await.unwrap().leader_failing < 2 {
+        assert!(
+            Instant::now() < limit,
+            "the leader did not report two failed rounds within 10 s: {:?}, {:?}",
+            leader.stats(),
+            leader.last_error()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let named = format!("grant {grant})");
+    let last = leader.last_error().unwrap();
+    assert!(last.contains(&named), "{last}");
+    let counters = watcher.counters().await.unwrap();
+    assert!(
+        counters
+            .leader_error
+            .as_deref()
+            .is_some_and(|e| e.contains(&named)),
+        "{counters:?}"
+    );
+
+    let metrics = get(&watcher, "/metrics").await;
+    let scrape = Scrape::parse(metrics.lines().map(|l| Ok(l.to_string()))).unwrap();
+    let failing = scrape
+        .samples
+        .iter()
+        .find(|s| s.metric == "tickless_leader_failing_rounds")
+        .unwrap_or_else(|| panic!("no tickless_leader_failing_rounds in\n{metrics}"));
+    assert!(
+        matches!(failing.value, Value::Gauge(v) if v >= 2.0),
+        "{failing:?}"
+    );
+    let page = get(&watcher, &format!("/queue/{name}")).await;
+    assert!(page.contains("id=\"leader-failing\""), "{page}");
+    assert!(page.contains(&named), "{page}");
+    assert_eq!(watcher.stats().await.unwrap().ready, 0, "nothing moved");
+
+    let err = leader.stop().await.unwrap_err();
+    assert!(err.is_permission(), "{err}");
+    assert!(err.to_string().contains(&named), "{err}");
+
+    // Granted: a new leader moves the job, and says the queue's leader works again.
+    let _: () = redis::cmd("ACL")
+        .arg(&["SETUSER", "noleader", grant])
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let leader = queue.leader(LeaderOptions::default()).spawn();
+    let limit = Instant::now() + Duration::from_secs(10);
+    while watcher.stats().await.unwrap().ready < 1
+        || watcher.counters().await.unwrap().leader_failing > 0
+    {
+        assert!(
+            Instant::now() < limit,
+            "the granted leader did not move the job and clear the warning within 10 s: {:?}",
+            watcher.counters().await
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(leader.stats().failing, 0);
+    leader.stop().await.unwrap();
+    let page = get(&watcher, &format!("/queue/{name}")).await;
+    assert!(!page.contains("id=\"leader-failing\""), "{page}");
+}

@@ -107,6 +107,13 @@ pub(super) async fn render(queues: &[Queue]) -> String {
         "Promotion lag (due time to the ready list) of every promotion, kept in Redis by the \
          leader's script in whole milliseconds.",
     );
+    let mut failing = Family::new(
+        "tickless_leader_failing_rounds",
+        "gauge",
+        "Rounds a leader (or candidate) of the queue has failed in a row, as it last said: 0 \
+         while it works; above 0 it cannot do its work (a grant missing, garbage in a key), \
+         and the dashboard's queue page says why.",
+    );
     let mut recurring = Family::new(
         "tickless_recurring_schedules",
         "gauge",
@@ -172,6 +179,7 @@ pub(super) async fn render(queues: &[Queue]) -> String {
             }
             hist.add_suffixed("_sum", &[("queue", q)], seconds(c.lag_sum_ms));
             hist.add_suffixed("_count", &[("queue", q)], c.promoted);
+            failing.add(&[("queue", q)], c.leader_failing);
         }
         if let Ok(schedules) = queue.schedules().await {
             recurring.add(&[("queue", q)], schedules.len());
@@ -193,7 +201,7 @@ pub(super) async fn render(queues: &[Queue]) -> String {
     }
     let mut out = String::new();
     for family in [
-        &jobs, &wheel, &up, &token, &lag, &totals, &hist, &recurring, &errors,
+        &jobs, &wheel, &up, &token, &lag, &totals, &hist, &failing, &recurring, &errors,
     ] {
         family.write(&mut out);
     }

@@ -23,6 +23,8 @@ pub(super) struct QueueView<'a> {
     pub(super) schedules: Result<Vec<ScheduleInfo>, String>,
     /// Script calls of leaders and workers that raised, and the latest one's message.
     pub(super) script_errors: (u64, Option<String>),
+    /// Rounds a leader of the queue failed in a row (0: none failing), and why.
+    pub(super) leader_failing: (u64, Option<String>),
 }
 
 pub(super) fn queue_page(ctx: &Ctx<'_>, view: &QueueView<'_>, history: &History) -> Markup {
@@ -31,6 +33,7 @@ pub(super) fn queue_page(ctx: &Ctx<'_>, view: &QueueView<'_>, history: &History)
         h1 { "Queue " span id="queue-name" { (name) } }
         p { small { (view.queue.url()) } }
         (counts(s))
+        (leader_failing(&view.leader_failing))
         (script_errors(&view.script_errors))
         @if s.manual_clock {
             p { "Manual clock at " (unix_ms(s.now)) " ms." }
@@ -78,6 +81,18 @@ fn script_errors((failed, last): &(u64, Option<String>)) -> Markup {
                 (failed) " script calls of leaders and workers failed (each changed nothing). "
                 "The latest: "
                 span id="last-script-error" { (last.as_deref().unwrap_or("unknown")) }
+            }
+        }
+    }
+}
+
+/// A warning when a leader says its rounds fail, with why; else nothing.
+fn leader_failing((rounds, why): &(u64, Option<String>)) -> Markup {
+    html! {
+        @if *rounds > 0 {
+            p class="warn" id="leader-failing" {
+                "The leader is not working: " (rounds) " rounds failed in a row. Why: "
+                span id="leader-error" { (why.as_deref().unwrap_or("unknown")) }
             }
         }
     }
@@ -394,6 +409,14 @@ mod tests {
             ),
             "{html}"
         );
+    }
+
+    #[test]
+    fn a_failing_leader_shows_only_when_it_fails() {
+        assert!(leader_failing(&(0, Some(EVIL.to_string()))).0.is_empty());
+        let html = leader_failing(&(3, Some(EVIL.to_string()))).into_string();
+        assert!(html.contains("3 rounds failed"), "{html}");
+        assert!(!html.contains(EVIL), "{html}");
     }
 
     #[test]

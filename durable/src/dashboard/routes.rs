@@ -156,6 +156,7 @@ async fn queue_page(
     let view = async {
         let stats = queue.stats().await?;
         let (buckets, truncated) = queue.due_buckets().await?;
+        let counters = queue.counters().await.ok();
         Ok::<_, crate::Error>(QueueView {
             queue,
             stats,
@@ -165,10 +166,10 @@ async fn queue_page(
             in_flight: queue.in_flight_ids(LIST).await?,
             dead: queue.dead(LIST).await?,
             schedules: queue.schedules().await.map_err(|err| err.to_string()),
-            script_errors: queue
-                .counters()
-                .await
-                .map_or((0, None), |c| (c.script_errors, c.last_script_error)),
+            script_errors: counters.as_ref().map_or((0, None), |c| {
+                (c.script_errors, c.last_script_error.clone())
+            }),
+            leader_failing: counters.map_or((0, None), |c| (c.leader_failing, c.leader_error)),
         })
     };
     match view.await {
