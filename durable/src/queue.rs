@@ -58,7 +58,9 @@ const PIPELINE_CALLS: usize = 32;
 pub enum When {
     /// Due at this time, judged by the queue's clock (Redis `TIME`).
     At(SystemTime),
-    /// Due this long after Redis receives the call.
+    /// Due this long after Redis's clock as the call's script reads it (once the call
+    /// has arrived), to the microsecond, rounded up to the millisecond. `ZERO` is due at
+    /// once: ready on arrival, its due time that clock rounded down to the millisecond.
     After(Duration),
 }
 

@@ -7,6 +7,9 @@ use tickless_test_support as support;
 #[path = "durable/idle.rs"]
 mod idle;
 
+#[path = "durable/after.rs"]
+mod after;
+
 use std::time::{Duration, SystemTime};
 use support::{queue_name, RedisServer};
 use tickless_durable::{Backoff, Failed, JobState, LeaderOptions, Queue, When, WorkerOptions};
