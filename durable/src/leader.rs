@@ -231,7 +231,7 @@ impl Leader {
                             queue = self.queue.name(),
                             failing,
                             error = %message,
-                            "leader not working: its rounds fail"
+                            "not working: its rounds fail"
                         );
                     }
                     tokio::select! {
@@ -281,12 +281,7 @@ impl Leader {
                 self.queue.leader_failing(0, "").await;
             }
             if failed > 0 {
-                super::trace::event!(
-                    info,
-                    queue = self.queue.name(),
-                    failed,
-                    "leader working again"
-                );
+                super::trace::event!(info, queue = self.queue.name(), failed, "working again");
             }
             let deadline = match self.role {
                 Role::Candidate { retry_at } => retry_at,

@@ -107,7 +107,9 @@ async fn script_failures_met_by_leaders_and_workers_are_counted_in_the_queue() {
         message.contains(ready) && message.contains("garbage"),
         "{message}"
     );
-    leader.stop().await.unwrap();
+    // Stopped while its rounds fail, it returns why.
+    let err = leader.stop().await.unwrap_err();
+    assert!(err.is_garbage(), "{err}");
     let by_leader = queue.counters().await.unwrap().script_errors;
 
     // A worker's claim meets it too: counted, then `run` ends on the garbage.

@@ -393,7 +393,10 @@ async fn running_errors(secured: &mut Secured, recorder: &Recorder, shown: &mut 
         leader.last_error().unwrap_or_default(),
     );
     worker.abort();
-    leader.stop().await.unwrap();
+    // Its last round may have failed before the users came back: then `stop` says why.
+    if let Err(err) = leader.stop().await {
+        shown.text("LeaderHandle::stop", format!("{err} {err:?}"));
+    }
 
     // A user without `+ltrim`: a claim is refused inside its script.
     let narrow = secured.options("narrow").connect("narrow").await.unwrap();
@@ -436,7 +439,8 @@ async fn running_errors(secured: &mut Secured, recorder: &Recorder, shown: &mut 
         "LeaderHandle::last_error (garbage)",
         leader.last_error().unwrap_or_default(),
     );
-    leader.stop().await.unwrap();
+    let stopped = leader.stop().await;
+    shown.error("LeaderHandle::stop (garbage)", stopped, Error::is_garbage);
     let job = garbage.schedule("h", b"", Duration::ZERO).await;
     shown.error("a schedule into garbage", job, Error::is_garbage);
 
@@ -457,7 +461,12 @@ async fn running_errors(secured: &mut Secured, recorder: &Recorder, shown: &mut 
         failures(recorder, "leader", "oom") > 0
     })
     .await;
-    leader.stop().await.unwrap();
+    let stopped = leader.stop().await;
+    shown.error(
+        "LeaderHandle::stop (out of memory)",
+        stopped,
+        Error::is_redis,
+    );
     assert_eq!(
         secured
             .server
