@@ -197,7 +197,9 @@ impl Leader {
     /// While Redis is away (down, restarting, loading) it tries every 100 ms, so it
     /// resumes within about that of Redis answering; after other errors it waits 100 ms
     /// doubling to 2 s. [`LeaderStats::errors`] counts them, and
-    /// [`LeaderHandle::last_error`] says the last.
+    /// [`LeaderHandle::last_error`] says the last; [`LeaderStats::failing`] counts the
+    /// rounds failed in a row, and [`LeaderHandle::stop`] returns the last round's error
+    /// if it failed.
     pub fn spawn(self) -> LeaderHandle {
         let shared = self.shared.clone();
         let (stop, stopped) = watch::channel(false);

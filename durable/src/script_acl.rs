@@ -16,8 +16,8 @@ use std::collections::BTreeSet;
 
 /// The commands the scripts send, as written in them (`'HSET'`): a script's
 /// single-quoted words that are one of these are what [`check`] checks. The scripts'
-/// other single-quoted upper-case words are [`OPTIONS`]; a test asks Redis which words
-/// are commands.
+/// other single-quoted upper-case words are options (`OPTIONS`, in tests); a test asks
+/// Redis which words are commands.
 const COMMANDS: &[&str] = &[
     "EXISTS",
     "HDEL",
@@ -81,7 +81,7 @@ pub(crate) fn check(script: &str, lib: &str) -> String {
 }
 
 /// The single-quoted strings of Lua `code` that are all upper-case letters (and `_`),
-/// outside comments: the commands it names (and [`OPTIONS`]).
+/// outside comments: the commands it names (and options: `NX`, `LIMIT`, ...).
 fn quoted_words(code: &str) -> BTreeSet<&str> {
     let mut out = BTreeSet::new();
     for line in code.lines() {
