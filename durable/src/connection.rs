@@ -20,7 +20,7 @@ use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, ConnectionAddr, ConnectionInfo, IntoConnectionInfo, Pipeline, RedisFuture};
 use redis::{TlsCertificates, Value};
 use std::fmt;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How to reach Redis: one server or a cluster, which CA to trust over TLS, which client
 /// certificate to present, and whether writes wait for replicas. [`Queue::connect`](super::Queue::connect) is
@@ -53,7 +53,18 @@ pub struct ConnectOptions {
     ca_pem: Option<Vec<u8>>,
     client: Option<ClientIdentity>,
     replicas: Option<(u32, Duration)>,
+    /// See [`ConnectOptions::retry_schedules_for`].
+    schedule_retry: Duration,
 }
+
+/// How long a schedule is sent again while a cluster's master for the queue is away, by
+/// default (see [`ConnectOptions::retry_schedules_for`]).
+const CLUSTER_SCHEDULE_RETRY: Duration = Duration::from_secs(5);
+
+/// The pause between two tries of a schedule while the queue's master is away: about
+/// what a promotion's news takes to reach the client (its slot map is refreshed on the
+/// `MOVED` or refused connect that ended the try before).
+const SCHEDULE_RETRY_PAUSE: Duration = Duration::from_millis(50);
 
 impl fmt::Debug for ConnectOptions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -64,6 +75,7 @@ impl fmt::Debug for ConnectOptions {
             .field("tls_ca", &self.ca_pem.is_some())
             .field("tls_client_cert", &self.client.is_some())
             .field("replicas", &self.replicas)
+            .field("schedule_retry", &self.schedule_retry)
             .finish()
     }
 }
@@ -77,6 +89,7 @@ impl ConnectOptions {
             ca_pem: None,
             client: None,
             replicas: None,
+            schedule_retry: Duration::ZERO,
         }
     }
 
@@ -96,6 +109,7 @@ impl ConnectOptions {
             ca_pem: None,
             client: None,
             replicas: None,
+            schedule_retry: CLUSTER_SCHEDULE_RETRY,
         }
     }
 
@@ -149,23 +163,43 @@ impl ConnectOptions {
     /// master, and may be lost with it). A schedule that returned `Ok` is then on the
     /// master and `replicas` replicas: a failover to one of them keeps it.
     ///
-    /// A worker's acks wait too, but fewer replicas there is no error: the job is done on
-    /// the master, and if the master dies before a replica has the ack, the job is
-    /// delivered again (at least once).
+    /// Only schedules wait: they are the one write whose loss nobody would notice (a job
+    /// lost so is never delivered). Acks, fails, extends, cancels and the leader's moves
+    /// do not: a master that dies before a replica has one of them makes a job run again
+    /// (an ack or a fail lost: delivered again once its lease ends, which at-least-once
+    /// delivery allows), come back (a cancel lost: cancel it again) or its lease shorten
+    /// (an extend lost), never a job lost; and a move lost is made again by the next
+    /// leader from what the replica has.
     ///
     /// Without this option Redis replicates asynchronously: a master that dies can take
-    /// schedules (and acks) it acknowledged in its last moments with it; a job lost so
-    /// is never delivered. `WAIT` is not a transaction either: a replica that had the
-    /// write may still lose it if it was not the one promoted.
+    /// schedules it acknowledged in its last moments with it. `WAIT` is not a transaction
+    /// either: a replica that had the write may still lose it if it was not the one
+    /// promoted.
     ///
-    /// A `WAIT` holds up the connection it is sent on, so calls sharing the queue's
-    /// connection wait behind it: for about one round trip to the replicas, but for the
-    /// whole `timeout` while fewer replicas than asked are connected (after a failover,
-    /// until the promoted master has a replica again). Then each schedule and each
-    /// worker's ack holds the queue's leader and worker up for `timeout`, and deliveries
-    /// slow to about one claim per `timeout`: keep it short.
+    /// The schedules that wait have a connection of their own (per queue and its clones):
+    /// a `WAIT` holds up the connection it is sent on, and runs to `timeout` while fewer
+    /// replicas than asked are connected (after a failover, until the promoted master has
+    /// a replica again). Then those schedules, one after another, wait `timeout` each; the
+    /// queue's leader, workers and other calls do not wait behind them.
     pub fn wait_for_replicas(mut self, replicas: u32, timeout: Duration) -> ConnectOptions {
         self.replicas = (replicas > 0).then_some((replicas, timeout));
+        self
+    }
+
+    /// Sends a [`schedule`](super::Queue::schedule) (or a batch) again while it fails
+    /// because the queue's master is away ([`Error::is_redis`]: refused, reset, timed out,
+    /// `CLUSTERDOWN`, `TRYAGAIN`, or `MOVED`/`ASK` to a node that cannot be reached), for
+    /// at most `limit` from the first try, a try every 50 ms; past that the last error is
+    /// returned. Safe because scheduling is idempotent on the id: a job the try before
+    /// stored (its answer lost) is not added twice. Default: 5 s on a cluster, where a
+    /// master's failover moves the queue to a replica and the client's map of slots
+    /// catches up (measured: 1.5 to 3 s with `cluster-node-timeout 1000`; about the node
+    /// timeout plus 1 to 2 s in general, so set more than that to ride out a whole
+    /// failover); none (`Duration::ZERO`, one try) on one server.
+    ///
+    /// Only schedules: a worker's and a leader's calls are tried again by their own loops.
+    pub fn retry_schedules_for(mut self, limit: Duration) -> ConnectOptions {
+        self.schedule_retry = limit;
         self
     }
 
@@ -190,6 +224,10 @@ impl ConnectOptions {
 
     pub(crate) fn replicas(&self) -> Option<(u32, Duration)> {
         self.replicas
+    }
+
+    pub(crate) fn schedule_retry(&self) -> Duration {
+        self.schedule_retry
     }
 
     /// The shared connection, and what makes dedicated ones.
@@ -238,7 +276,10 @@ impl ConnectOptions {
         super::peek::scan_queue_names(&mut conn).await
     }
 
-    pub(crate) async fn open(&self) -> Result<(Conn, Nodes), Error> {
+    /// Connects: the queue's shared connection, the one of the calls that `WAIT` (with
+    /// [`wait_for_replicas`](Self::wait_for_replicas) only), and what makes dedicated
+    /// ones.
+    pub(crate) async fn open(&self) -> Result<(Conn, Option<Conn>, Nodes), Error> {
         let Some(first) = self.seeds.first() else {
             return Err(Error::invalid_url(
                 "",
@@ -260,7 +301,11 @@ impl ConnectOptions {
         if !self.cluster {
             let client = single_client(infos.swap_remove(0), &certs, first)?;
             let conn = Single::connect(&client, first).await?;
-            return Ok((Conn::Single(conn), Nodes::Single(client)));
+            let waits = match self.replicas {
+                Some(_) => Some(Conn::Single(Single::connect(&client, first).await?)),
+                None => None,
+            };
+            return Ok((Conn::Single(conn), waits, Nodes::Single(client)));
         }
         let template = infos[0].clone();
         let mut builder = redis::cluster::ClusterClientBuilder::new(infos)
@@ -283,8 +328,18 @@ impl ConnectOptions {
             .query_async(&mut conn)
             .await
             .map_err(|err| ping_error(first, err))?;
+        let waits = match self.replicas {
+            Some(_) => Some(Conn::Cluster(
+                client
+                    .get_async_connection()
+                    .await
+                    .map_err(|err| Error::connect(first, err))?,
+            )),
+            None => None,
+        };
         Ok((
             Conn::Cluster(conn.clone()),
+            waits,
             Nodes::Cluster {
                 conn,
                 template,
@@ -371,21 +426,21 @@ impl Queue {
     }
 
     /// Runs `calls` of `script` in one pipeline followed by `WAIT` for the replicas asked
-    /// for in [`ConnectOptions::wait_for_replicas`] (none: no `WAIT`). One pipeline is one
-    /// connection, so the `WAIT` covers these writes; on a cluster it is routed with them,
-    /// by their key, to the queue's master. Sent once more if `retry` and the connection
-    /// turns out closed; loads the script if Redis does not know it.
+    /// for in [`ConnectOptions::wait_for_replicas`] (none: no `WAIT`), on the connection
+    /// kept for them. One pipeline is one connection, so the `WAIT` covers these writes; on
+    /// a cluster it is routed with them, by their key, to the queue's master. Sent once
+    /// more if `retry` and the connection turns out closed; loads the script if Redis does
+    /// not know it.
     ///
     /// # Errors
     ///
-    /// As [`call_many`](Queue::call_many), and, if `strict`, [`Error::is_replication`] when
-    /// fewer replicas acknowledged than asked (the writes were made on the master).
+    /// As [`call_many`](Queue::call_many), and [`Error::is_replication`] when fewer
+    /// replicas acknowledged than asked (the writes were made on the master).
     pub(crate) async fn call_replicated(
         &self,
         script: &Script,
         calls: &[Vec<Vec<u8>>],
         retry: bool,
-        strict: bool,
     ) -> Result<Vec<Reply>, Error> {
         let meta = self.meta_key();
         let mut pipe = redis::pipe();
@@ -398,20 +453,21 @@ impl Queue {
                 .max(1);
             pipe.cmd("WAIT").arg(replicas).arg(ms);
         }
-        let mut conn = self.conn();
-        let mut result: redis::RedisResult<Vec<Value>> = pipe.query_async(&mut conn).await;
+        let conn = || self.waits_conn().unwrap_or_else(|| self.conn());
+        let mut conn_now = conn();
+        let mut result: redis::RedisResult<Vec<Value>> = pipe.query_async(&mut conn_now).await;
         if matches!(&result, Err(err) if send_again(retry, err)) {
-            conn = self.conn();
-            result = pipe.query_async(&mut conn).await;
+            conn_now = conn();
+            result = pipe.query_async(&mut conn_now).await;
         }
         if matches!(&result, Err(err) if err.kind() == redis::ErrorKind::NoScriptError) {
             script
                 .script
                 .prepare_invoke()
-                .load_async(&mut conn)
+                .load_async(&mut conn_now)
                 .await
                 .map_err(|err| Error::script(meta, script, err))?;
-            result = pipe.query_async(&mut conn).await;
+            result = pipe.query_async(&mut conn_now).await;
         }
         let mut values = result.map_err(|err| Error::script(meta, script, err))?;
         if let Some((replicas, _)) = self.replicas() {
@@ -424,7 +480,7 @@ impl Queue {
                     ))
                 }
             };
-            if strict && acked < i64::from(replicas) {
+            if acked < i64::from(replicas) {
                 return Err(Error::replication(meta, script.name, acked, replicas));
             }
         }
@@ -432,6 +488,45 @@ impl Queue {
             .into_iter()
             .map(|value| Reply::new(value, meta, script.name))
             .collect()
+    }
+}
+
+impl Queue {
+    /// Runs `schedule` (one or more schedules: idempotent on their ids) again while it
+    /// fails because the queue's master is away, until the queue's retry limit has passed
+    /// since `started` (see [`ConnectOptions::retry_schedules_for`]); a try still running
+    /// then is given up (its schedules may have been stored: sending them again is safe).
+    pub(crate) async fn schedule_through_failover<T, F>(
+        &self,
+        started: Instant,
+        mut schedule: impl FnMut() -> F,
+    ) -> Result<T, Error>
+    where
+        F: std::future::Future<Output = Result<T, Error>>,
+    {
+        let limit = self.schedule_retry();
+        if limit.is_zero() {
+            return schedule().await;
+        }
+        loop {
+            let left = limit.saturating_sub(started.elapsed());
+            let result = match tokio::time::timeout(left, schedule()).await {
+                Ok(result) => result,
+                Err(_) => {
+                    let err = redis::RedisError::from((
+                        redis::ErrorKind::IoError,
+                        "no answer within the schedule's retry limit",
+                    ));
+                    return Err(Error::redis(self.meta_key(), "schedule", err));
+                }
+            };
+            match result {
+                Err(err) if err.is_away() && started.elapsed() + SCHEDULE_RETRY_PAUSE < limit => {
+                    tickless::sleep(SCHEDULE_RETRY_PAUSE).await;
+                }
+                result => return result,
+            }
+        }
     }
 }
 
