@@ -140,7 +140,7 @@ async fn until_answered(
 }
 
 /// The port of the replica of the master on `master`.
-fn replica_of(cluster: &RedisCluster, master: u16) -> u16 {
+pub(super) fn replica_of(cluster: &RedisCluster, master: u16) -> u16 {
     let ports: Vec<u16> = cluster
         .seeds()
         .iter()
@@ -206,12 +206,16 @@ fn held_by_replica(cluster: &RedisCluster, port: u16, names: &[String]) -> BTree
 /// start before `seen` (the poll is a `redis-cli` process every 10 ms), never before
 /// `after`. Fails after 20 s.
 #[derive(Clone, Copy, Debug)]
-struct Promotion {
-    after: SystemTime,
-    seen: SystemTime,
+pub(super) struct Promotion {
+    pub after: SystemTime,
+    pub seen: SystemTime,
 }
 
-fn promotion_seen(victim: u16, replica: u16, slot: u16) -> std::thread::JoinHandle<Promotion> {
+pub(super) fn promotion_seen(
+    victim: u16,
+    replica: u16,
+    slot: u16,
+) -> std::thread::JoinHandle<Promotion> {
     std::thread::spawn(move || {
         let deadline = Instant::now() + Duration::from_secs(20);
         let mut after = SystemTime::now();
