@@ -59,7 +59,7 @@ pub struct ConnectOptions {
 
 /// How long a schedule is sent again while a cluster's master for the queue is away, by
 /// default (see [`ConnectOptions::retry_schedules_for`]).
-const CLUSTER_SCHEDULE_RETRY: Duration = Duration::from_secs(5);
+const CLUSTER_SCHEDULE_RETRY: Duration = Duration::from_secs(10);
 
 /// The pause between two tries of a schedule while the queue's master is away: about
 /// what a promotion's news takes to reach the client (its slot map is refreshed on the
@@ -191,11 +191,13 @@ impl ConnectOptions {
     /// `CLUSTERDOWN`, `TRYAGAIN`, or `MOVED`/`ASK` to a node that cannot be reached), for
     /// at most `limit` from the first try, a try every 50 ms; past that the last error is
     /// returned. Safe because scheduling is idempotent on the id: a job the try before
-    /// stored (its answer lost) is not added twice. Default: 5 s on a cluster, where a
-    /// master's failover moves the queue to a replica and the client's map of slots
-    /// catches up (measured: 1.5 to 3 s with `cluster-node-timeout 1000`; about the node
-    /// timeout plus 1 to 2 s in general, so set more than that to ride out a whole
-    /// failover); none (`Duration::ZERO`, one try) on one server.
+    /// stored (its answer lost) is not added twice. The limit covers the whole call, its
+    /// `WAIT` included. Default: 10 s on a cluster, where a master's failover moves the
+    /// queue to a replica and the client's map of slots catches up (measured here from
+    /// the kill to the first schedule answered again: 2.7 to 4.5 s with
+    /// `cluster-node-timeout 1000`; in general the node timeout, the replica's election
+    /// and the news reaching the other masters: set more than the node timeout plus 3 s
+    /// to ride out a whole failover); none (`Duration::ZERO`, one try) on one server.
     ///
     /// Only schedules: a worker's and a leader's calls are tried again by their own loops.
     pub fn retry_schedules_for(mut self, limit: Duration) -> ConnectOptions {
