@@ -1,6 +1,8 @@
 //! How a queue reaches Redis: [`ConnectOptions`] (one server or a cluster, TLS, `WAIT`),
-//! the shared connection every call of a queue uses, and the dedicated connections of a
-//! leader's subscription and a worker's blocking wait.
+//! the shared connection every call of a queue uses but the schedules that `WAIT` (they
+//! have one of their own: a `WAIT` holds up its connection), schedules sent again through
+//! a failover, and the dedicated connections of a leader's subscription and a worker's
+//! blocking wait.
 //!
 //! One server: one multiplexed connection (the `redis` crate's connection manager), which
 //! reconnects when a call finds it broken (see `single.rs`). A cluster: the `redis`
