@@ -1,15 +1,16 @@
 //! How a queue reaches Redis: [`ConnectOptions`] (one server or a cluster, TLS, `WAIT`),
-//! the shared connection every call of a queue uses, and the dedicated connections of a
-//! leader's subscription and a worker's blocking wait.
+//! the shared connection every call of a queue uses but the schedules that `WAIT` (they
+//! have one of their own: a `WAIT` holds up its connection), schedules sent again through
+//! a failover, and the dedicated connections of a leader's subscription and a worker's
+//! blocking wait.
 //!
 //! One server: one multiplexed connection (the `redis` crate's connection manager), which
-//! reconnects when a call finds it broken (see `single.rs`). A cluster: the `redis` crate's async cluster connection, which
-//! follows `MOVED` and `ASK` and refreshes its map of slots. A subscription and a
-//! `BLMOVE` would hold a multiplexed connection up (the one a cluster connection routes
-//! on, too), so they get connections of their own to the master that owns the queue's
-//! slot, looked up again whenever they fail (a failover, a migrated slot).
+//! reconnects when a call finds it broken (see `single.rs`). A cluster: the `redis`
+//! crate's async cluster connection, which follows `MOVED` and `ASK` and refreshes its map
+//! of slots. The dedicated connections are made in `nodes.rs`.
 
-use super::error::{away, Error};
+use super::error::Error;
+pub(crate) use super::nodes::Nodes;
 use super::queue::Queue;
 use super::redact::{redact, scrub};
 use super::reply::Reply;
@@ -21,7 +22,7 @@ use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, ConnectionAddr, ConnectionInfo, IntoConnectionInfo, Pipeline, RedisFuture};
 use redis::{TlsCertificates, Value};
 use std::fmt;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How to reach Redis: one server or a cluster, which CA to trust over TLS, which client
 /// certificate to present, and whether writes wait for replicas. [`Queue::connect`](super::Queue::connect) is
@@ -54,7 +55,18 @@ pub struct ConnectOptions {
     ca_pem: Option<Vec<u8>>,
     client: Option<ClientIdentity>,
     replicas: Option<(u32, Duration)>,
+    /// See [`ConnectOptions::retry_schedules_for`].
+    schedule_retry: Duration,
 }
+
+/// How long a schedule is sent again while a cluster's master for the queue is away, by
+/// default (see [`ConnectOptions::retry_schedules_for`]).
+const CLUSTER_SCHEDULE_RETRY: Duration = Duration::from_secs(10);
+
+/// The pause between two tries of a schedule while the queue's master is away: about
+/// what a promotion's news takes to reach the client (its slot map is refreshed on the
+/// `MOVED` or refused connect that ended the try before).
+const SCHEDULE_RETRY_PAUSE: Duration = Duration::from_millis(50);
 
 impl fmt::Debug for ConnectOptions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -65,6 +77,7 @@ impl fmt::Debug for ConnectOptions {
             .field("tls_ca", &self.ca_pem.is_some())
             .field("tls_client_cert", &self.client.is_some())
             .field("replicas", &self.replicas)
+            .field("schedule_retry", &self.schedule_retry)
             .finish()
     }
 }
@@ -78,6 +91,7 @@ impl ConnectOptions {
             ca_pem: None,
             client: None,
             replicas: None,
+            schedule_retry: Duration::ZERO,
         }
     }
 
@@ -97,6 +111,7 @@ impl ConnectOptions {
             ca_pem: None,
             client: None,
             replicas: None,
+            schedule_retry: CLUSTER_SCHEDULE_RETRY,
         }
     }
 
@@ -150,23 +165,45 @@ impl ConnectOptions {
     /// master, and may be lost with it). A schedule that returned `Ok` is then on the
     /// master and `replicas` replicas: a failover to one of them keeps it.
     ///
-    /// A worker's acks wait too, but fewer replicas there is no error: the job is done on
-    /// the master, and if the master dies before a replica has the ack, the job is
-    /// delivered again (at least once).
+    /// Only schedules wait: they are the one write whose loss nobody would notice (a job
+    /// lost so is never delivered). Acks, fails, extends, cancels and the leader's moves
+    /// do not: a master that dies before a replica has one of them makes a job run again
+    /// (an ack or a fail lost: delivered again once its lease ends, which at-least-once
+    /// delivery allows), come back (a cancel lost: cancel it again) or its lease shorten
+    /// (an extend lost), never a job lost; and a move lost is made again by the next
+    /// leader from what the replica has.
     ///
     /// Without this option Redis replicates asynchronously: a master that dies can take
-    /// schedules (and acks) it acknowledged in its last moments with it; a job lost so
-    /// is never delivered. `WAIT` is not a transaction either: a replica that had the
-    /// write may still lose it if it was not the one promoted.
+    /// schedules it acknowledged in its last moments with it. `WAIT` is not a transaction
+    /// either: a replica that had the write may still lose it if it was not the one
+    /// promoted.
     ///
-    /// A `WAIT` holds up the connection it is sent on, so calls sharing the queue's
-    /// connection wait behind it: for about one round trip to the replicas, but for the
-    /// whole `timeout` while fewer replicas than asked are connected (after a failover,
-    /// until the promoted master has a replica again). Then each schedule and each
-    /// worker's ack holds the queue's leader and worker up for `timeout`, and deliveries
-    /// slow to about one claim per `timeout`: keep it short.
+    /// The schedules that wait have a connection of their own (per queue and its clones):
+    /// a `WAIT` holds up the connection it is sent on, and runs to `timeout` while fewer
+    /// replicas than asked are connected (after a failover, until the promoted master has
+    /// a replica again). Then those schedules, one after another, wait `timeout` each; the
+    /// queue's leader, workers and other calls do not wait behind them.
     pub fn wait_for_replicas(mut self, replicas: u32, timeout: Duration) -> ConnectOptions {
         self.replicas = (replicas > 0).then_some((replicas, timeout));
+        self
+    }
+
+    /// Sends a [`schedule`](super::Queue::schedule) (or a batch) again while it fails
+    /// because the queue's master is away ([`Error::is_redis`]: refused, reset, timed out,
+    /// `CLUSTERDOWN`, `TRYAGAIN`, or `MOVED`/`ASK` to a node that cannot be reached), for
+    /// at most `limit` from the first try, a try every 50 ms; past that the last error is
+    /// returned. Safe because scheduling is idempotent on the id: a job the try before
+    /// stored (its answer lost) is not added twice. The limit covers the whole call, its
+    /// `WAIT` included. Default: 10 s on a cluster, where a master's failover moves the
+    /// queue to a replica and the client's map of slots catches up (measured here from
+    /// the kill to the first schedule answered again: 2.7 to 4.5 s with
+    /// `cluster-node-timeout 1000`; in general the node timeout, the replica's election
+    /// and the news reaching the other masters: set more than the node timeout plus 3 s
+    /// to ride out a whole failover); none (`Duration::ZERO`, one try) on one server.
+    ///
+    /// Only schedules: a worker's and a leader's calls are tried again by their own loops.
+    pub fn retry_schedules_for(mut self, limit: Duration) -> ConnectOptions {
+        self.schedule_retry = limit;
         self
     }
 
@@ -191,6 +228,10 @@ impl ConnectOptions {
 
     pub(crate) fn replicas(&self) -> Option<(u32, Duration)> {
         self.replicas
+    }
+
+    pub(crate) fn schedule_retry(&self) -> Duration {
+        self.schedule_retry
     }
 
     /// The shared connection, and what makes dedicated ones.
@@ -239,7 +280,10 @@ impl ConnectOptions {
         super::peek::scan_queue_names(&mut conn).await
     }
 
-    pub(crate) async fn open(&self) -> Result<(Conn, Nodes), Error> {
+    /// Connects: the queue's shared connection, the one of the calls that `WAIT` (with
+    /// [`wait_for_replicas`](Self::wait_for_replicas) only), and what makes dedicated
+    /// ones.
+    pub(crate) async fn open(&self) -> Result<(Conn, Option<Conn>, Nodes), Error> {
         let Some(first) = self.seeds.first() else {
             return Err(Error::invalid_url(
                 "",
@@ -261,15 +305,24 @@ impl ConnectOptions {
         if !self.cluster {
             let client = single_client(infos.swap_remove(0), &certs, first)?;
             let conn = Single::connect(&client, first).await?;
-            return Ok((Conn::Single(conn), Nodes::Single(client)));
+            let waits = match self.replicas {
+                Some(_) => Some(Conn::Single(Single::connect(&client, first).await?)),
+                None => None,
+            };
+            return Ok((Conn::Single(conn), waits, Nodes::Single(client)));
         }
         let template = infos[0].clone();
+        // The client's own retries of a call (`CLUSTERDOWN`, `TRYAGAIN`: after a pause that
+        // doubles from 50 ms) stop growing at 200 ms: a call asleep in them when the
+        // cluster serves again waits that much more (with 1 s, deliveries on every master
+        // resumed up to 1.8 s after `CLUSTERDOWN` began, 0.9 to 1.3 s with 200 ms). Past
+        // the 6 retries (~0.75 s) the callers' own loops try again at a steady pace.
         let mut builder = redis::cluster::ClusterClientBuilder::new(infos)
             .connection_timeout(Duration::from_secs(5))
             .response_timeout(Duration::from_secs(5))
             .retries(6)
             .min_retry_wait(50)
-            .max_retry_wait(1_000);
+            .max_retry_wait(200);
         if let Some(certs) = &certs {
             builder = builder.certs(certs.clone());
         }
@@ -284,8 +337,18 @@ impl ConnectOptions {
             .query_async(&mut conn)
             .await
             .map_err(|err| ping_error(first, err))?;
+        let waits = match self.replicas {
+            Some(_) => Some(Conn::Cluster(
+                client
+                    .get_async_connection()
+                    .await
+                    .map_err(|err| Error::connect(first, err))?,
+            )),
+            None => None,
+        };
         Ok((
             Conn::Cluster(conn.clone()),
+            waits,
             Nodes::Cluster {
                 conn,
                 template,
@@ -372,21 +435,21 @@ impl Queue {
     }
 
     /// Runs `calls` of `script` in one pipeline followed by `WAIT` for the replicas asked
-    /// for in [`ConnectOptions::wait_for_replicas`] (none: no `WAIT`). One pipeline is one
-    /// connection, so the `WAIT` covers these writes; on a cluster it is routed with them,
-    /// by their key, to the queue's master. Sent once more if `retry` and the connection
-    /// turns out closed; loads the script if Redis does not know it.
+    /// for in [`ConnectOptions::wait_for_replicas`] (none: no `WAIT`), on the connection
+    /// kept for them. One pipeline is one connection, so the `WAIT` covers these writes; on
+    /// a cluster it is routed with them, by their key, to the queue's master. Sent once
+    /// more if `retry` and the connection turns out closed; loads the script if Redis does
+    /// not know it.
     ///
     /// # Errors
     ///
-    /// As [`call_many`](Queue::call_many), and, if `strict`, [`Error::is_replication`] when
-    /// fewer replicas acknowledged than asked (the writes were made on the master).
+    /// As [`call_many`](Queue::call_many), and [`Error::is_replication`] when fewer
+    /// replicas acknowledged than asked (the writes were made on the master).
     pub(crate) async fn call_replicated(
         &self,
         script: &Script,
         calls: &[Vec<Vec<u8>>],
         retry: bool,
-        strict: bool,
     ) -> Result<Vec<Reply>, Error> {
         let meta = self.meta_key();
         let mut pipe = redis::pipe();
@@ -399,20 +462,21 @@ impl Queue {
                 .max(1);
             pipe.cmd("WAIT").arg(replicas).arg(ms);
         }
-        let mut conn = self.conn();
-        let mut result: redis::RedisResult<Vec<Value>> = pipe.query_async(&mut conn).await;
+        let conn = || self.waits_conn().unwrap_or_else(|| self.conn());
+        let mut conn_now = conn();
+        let mut result: redis::RedisResult<Vec<Value>> = pipe.query_async(&mut conn_now).await;
         if matches!(&result, Err(err) if send_again(retry, err)) {
-            conn = self.conn();
-            result = pipe.query_async(&mut conn).await;
+            conn_now = conn();
+            result = pipe.query_async(&mut conn_now).await;
         }
         if matches!(&result, Err(err) if err.kind() == redis::ErrorKind::NoScriptError) {
             script
                 .script
                 .prepare_invoke()
-                .load_async(&mut conn)
+                .load_async(&mut conn_now)
                 .await
                 .map_err(|err| Error::script(meta, script, err))?;
-            result = pipe.query_async(&mut conn).await;
+            result = pipe.query_async(&mut conn_now).await;
         }
         let mut values = result.map_err(|err| Error::script(meta, script, err))?;
         if let Some((replicas, _)) = self.replicas() {
@@ -425,7 +489,7 @@ impl Queue {
                     ))
                 }
             };
-            if strict && acked < i64::from(replicas) {
+            if acked < i64::from(replicas) {
                 return Err(Error::replication(meta, script.name, acked, replicas));
             }
         }
@@ -436,124 +500,43 @@ impl Queue {
     }
 }
 
-/// What makes a queue's dedicated connections (see the module docs).
-#[derive(Clone)]
-pub(crate) enum Nodes {
-    Single(redis::Client),
-    Cluster {
-        conn: ClusterConnection,
-        /// The first seed's user, password, database and TLS mode, for every node.
-        template: ConnectionInfo,
-        certs: Option<TlsCertificates>,
-    },
-}
-
-/// While the master that owns a queue's slot cannot be reached (a failover under way),
-/// a leader asks the cluster for the slot's master again this often (two small commands
-/// to a live node; the dead one gets a refused connect, no traffic), for at most
-/// [`OWNER_WAIT`], so that it subscribes again as soon as a replica is promoted.
-const OWNER_POLL: Duration = Duration::from_millis(100);
-const OWNER_WAIT: Duration = Duration::from_secs(30);
-
-impl Nodes {
-    /// A subscription connection to the server holding `key`: on a cluster, its slot's
-    /// master, waited for (see [`OWNER_POLL`]) while it cannot be reached.
-    pub(crate) async fn subscriber(&self, key: &str) -> redis::RedisResult<redis::aio::PubSub> {
-        let started = std::time::Instant::now();
+impl Queue {
+    /// Runs `schedule` (one or more schedules: idempotent on their ids) again while it
+    /// fails because the queue's master is away, until the queue's retry limit has passed
+    /// since `started` (see [`ConnectOptions::retry_schedules_for`]); a try still running
+    /// then is given up (its schedules may have been stored: sending them again is safe).
+    pub(crate) async fn schedule_through_failover<T, F>(
+        &self,
+        started: Instant,
+        mut schedule: impl FnMut() -> F,
+    ) -> Result<T, Error>
+    where
+        F: std::future::Future<Output = Result<T, Error>>,
+    {
+        let limit = self.schedule_retry();
+        if limit.is_zero() {
+            return schedule().await;
+        }
         loop {
-            let result = match self.owner_of(key).await {
-                Ok(client) => client.get_async_pubsub().await,
-                Err(err) => Err(err),
+            let left = limit.saturating_sub(started.elapsed());
+            let result = match tokio::time::timeout(left, schedule()).await {
+                Ok(result) => result,
+                Err(_) => {
+                    let err = redis::RedisError::from((
+                        redis::ErrorKind::IoError,
+                        "no answer within the schedule's retry limit",
+                    ));
+                    return Err(Error::redis(self.meta_key(), "schedule", err));
+                }
             };
             match result {
-                Err(err)
-                    if matches!(self, Nodes::Cluster { .. })
-                        && away(&err)
-                        && started.elapsed() < OWNER_WAIT =>
-                {
-                    tickless::sleep(OWNER_POLL).await;
+                Err(err) if err.is_away() && started.elapsed() + SCHEDULE_RETRY_PAUSE < limit => {
+                    tickless::sleep(SCHEDULE_RETRY_PAUSE).await;
                 }
                 result => return result,
             }
         }
     }
-
-    /// A client for the server that holds `key`: the one server, or the master that owns
-    /// `key`'s slot now (asked of the cluster each time: after a failover or a migration
-    /// it is another node).
-    pub(crate) async fn owner_of(&self, key: &str) -> redis::RedisResult<redis::Client> {
-        let (conn, template, certs) = match self {
-            Nodes::Single(client) => return Ok(client.clone()),
-            Nodes::Cluster {
-                conn,
-                template,
-                certs,
-            } => (conn, template, certs),
-        };
-        let mut conn = conn.clone();
-        let slot: u16 = redis::cmd("CLUSTER")
-            .arg("KEYSLOT")
-            .arg(key)
-            .query_async(&mut conn)
-            .await?;
-        let slots: Value = redis::cmd("CLUSTER")
-            .arg("SLOTS")
-            .query_async(&mut conn)
-            .await?;
-        let (host, port) = master_of(&slots, slot).ok_or_else(|| {
-            redis::RedisError::from((
-                redis::ErrorKind::ClusterDown,
-                "no master owns the queue's slot",
-            ))
-        })?;
-        let mut info = template.clone();
-        info.addr = match info.addr {
-            ConnectionAddr::TcpTls {
-                insecure,
-                tls_params,
-                ..
-            } => ConnectionAddr::TcpTls {
-                host,
-                port,
-                insecure,
-                tls_params,
-            },
-            _ => ConnectionAddr::Tcp(host, port),
-        };
-        match certs {
-            Some(certs) => redis::Client::build_with_tls(info, certs.clone()),
-            None => redis::Client::open(info),
-        }
-    }
-}
-
-/// The master's address for `slot` in a `CLUSTER SLOTS` reply: entries
-/// `[start, end, [host, port, id, ...], replicas...]`.
-fn master_of(slots: &Value, slot: u16) -> Option<(String, u16)> {
-    let Value::Array(ranges) = slots else {
-        return None;
-    };
-    for range in ranges {
-        let Value::Array(parts) = range else { continue };
-        let (Some(Value::Int(start)), Some(Value::Int(end)), Some(Value::Array(node))) =
-            (parts.first(), parts.get(1), parts.get(2))
-        else {
-            continue;
-        };
-        if !(*start..=*end).contains(&i64::from(slot)) {
-            continue;
-        }
-        let host = match node.first()? {
-            Value::BulkString(host) => String::from_utf8_lossy(host).into_owned(),
-            Value::SimpleString(host) => host.clone(),
-            _ => return None,
-        };
-        let Value::Int(port) = node.get(1)? else {
-            return None;
-        };
-        return Some((host, u16::try_from(*port).ok()?));
-    }
-    None
 }
 
 /// Whether `err` says the connection was closed under the call (a broken pipe, a reset):
@@ -568,39 +551,4 @@ pub(crate) fn closed(err: &redis::RedisError) -> bool {
 /// refused: the attempt before was made while Redis was down; the new one may not be).
 pub(crate) fn send_again(idempotent: bool, err: &redis::RedisError) -> bool {
     err.is_connection_refusal() || (idempotent && closed(err))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn node(host: &str, port: i64) -> Value {
-        Value::Array(vec![
-            Value::BulkString(host.as_bytes().to_vec()),
-            Value::Int(port),
-            Value::BulkString(b"id".to_vec()),
-        ])
-    }
-
-    #[test]
-    fn master_of_finds_the_range_holding_the_slot() {
-        let slots = Value::Array(vec![
-            Value::Array(vec![
-                Value::Int(0),
-                Value::Int(5460),
-                node("10.0.0.1", 7000),
-                node("10.0.0.4", 7003),
-            ]),
-            Value::Array(vec![
-                Value::Int(5461),
-                Value::Int(10922),
-                node("10.0.0.2", 7001),
-            ]),
-        ]);
-        assert_eq!(master_of(&slots, 0), Some(("10.0.0.1".into(), 7000)));
-        assert_eq!(master_of(&slots, 5460), Some(("10.0.0.1".into(), 7000)));
-        assert_eq!(master_of(&slots, 5461), Some(("10.0.0.2".into(), 7001)));
-        assert_eq!(master_of(&slots, 16000), None);
-        assert_eq!(master_of(&Value::Nil, 1), None);
-    }
 }

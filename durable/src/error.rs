@@ -282,6 +282,11 @@ pub(crate) fn away(err: &redis::RedisError) -> bool {
                 | ErrorKind::ClusterDown
                 | ErrorKind::MasterDown
                 | ErrorKind::TryAgain
+                // Left when the cluster client's redirects ran out: during a failover, a
+                // live node points at the dead master until the replica is promoted.
+                | ErrorKind::Moved
+                | ErrorKind::Ask
+                | ErrorKind::ClusterConnectionNotFound
         )
 }
 

@@ -7,7 +7,7 @@ use super::reply::Reply;
 use super::scripts::{scripts, Script};
 use redis::Value;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 /// The largest payload a job may carry: 1 MiB. Larger ones are refused with an error for
 /// which [`Error::is_payload_too_large`] is true; keep large data elsewhere and put its
@@ -198,6 +198,9 @@ pub struct Queue {
 
 struct Inner {
     conn: Conn,
+    /// The connection of the calls that `WAIT` for replicas, so that a `WAIT` holds up
+    /// only them (see [`ConnectOptions::wait_for_replicas`]); `None` without the option.
+    waits: Option<Conn>,
     nodes: Nodes,
     /// Redacted (see [`redact`](super::redact::redact)): the client keeps the credentials.
     url: String,
@@ -209,6 +212,8 @@ struct Inner {
     /// `WAIT` for this many replicas, at most this long, after writes that must survive a
     /// master's death (see [`ConnectOptions::wait_for_replicas`]).
     replicas: Option<(u32, Duration)>,
+    /// See [`ConnectOptions::retry_schedules_for`].
+    schedule_retry: Duration,
     catch_up: CatchUp,
 }
 
@@ -264,12 +269,13 @@ impl Queue {
     /// As [`connect`](Queue::connect).
     pub async fn connect_with(options: &ConnectOptions, name: &str) -> Result<Queue, Error> {
         check_queue_name(name)?;
-        let (conn, nodes) = options.open().await?;
+        let (conn, waits, nodes) = options.open().await?;
         let prefix = contract::prefix(name);
         let queue = Queue {
             inner: Arc::new(Inner {
                 nodes,
                 conn,
+                waits,
                 url: options.shown_url(),
                 name: name.to_string(),
                 keys: Key::ALL
@@ -279,6 +285,7 @@ impl Queue {
                 prefix,
                 max_attempts: 5,
                 replicas: options.replicas(),
+                schedule_retry: options.schedule_retry(),
                 catch_up: CatchUp::default(),
             }),
         };
@@ -305,6 +312,7 @@ impl Queue {
         Queue {
             inner: Arc::new(Inner {
                 conn: inner.conn.clone(),
+                waits: inner.waits.clone(),
                 nodes: inner.nodes.clone(),
                 url: inner.url.clone(),
                 name: inner.name.clone(),
@@ -312,6 +320,7 @@ impl Queue {
                 keys: inner.keys.clone(),
                 max_attempts,
                 replicas: inner.replicas,
+                schedule_retry: inner.schedule_retry,
                 catch_up,
             }),
         }
@@ -370,6 +379,11 @@ impl Queue {
 
     pub(crate) fn conn(&self) -> Conn {
         self.inner.conn.clone()
+    }
+
+    /// The connection of the calls that `WAIT` for replicas (see [`Inner::waits`]).
+    pub(crate) fn waits_conn(&self) -> Option<Conn> {
+        self.inner.waits.clone()
     }
 
     /// The meta key's name.
@@ -455,7 +469,13 @@ impl Queue {
             .collect()
     }
 
-    /// `WAIT` for this many replicas, at most this long, after schedules and acks
+    /// How long a schedule is sent again while the queue's master is away
+    /// ([`ConnectOptions::retry_schedules_for`]).
+    pub(crate) fn schedule_retry(&self) -> Duration {
+        self.inner.schedule_retry
+    }
+
+    /// `WAIT` for this many replicas, at most this long, after schedules
     /// ([`ConnectOptions::wait_for_replicas`]).
     pub(crate) fn replicas(&self) -> Option<(u32, Duration)> {
         self.inner.replicas
@@ -512,15 +532,20 @@ impl Queue {
             attempts.as_bytes(),
             payload,
         ];
-        let reply = if self.waits_for_replicas() {
-            let call = args.iter().map(|arg| arg.to_vec()).collect();
-            let mut replies = self
-                .call_replicated(&scripts().schedule, &[call], true, true)
-                .await?;
-            replies.remove(0)
-        } else {
-            self.call(&scripts().schedule, &args).await?
-        };
+        let args = &args;
+        let reply = self
+            .schedule_through_failover(Instant::now(), move || async move {
+                if self.waits_for_replicas() {
+                    let call = args.iter().map(|arg| arg.to_vec()).collect();
+                    let mut replies = self
+                        .call_replicated(&scripts().schedule, &[call], true)
+                        .await?;
+                    Ok(replies.remove(0))
+                } else {
+                    self.call(&scripts().schedule, args).await
+                }
+            })
+            .await?;
         let added = reply.int(1)? == 1;
         super::trace::event!(debug, queue = self.name(), id, added, "schedule");
         Ok(added)
@@ -583,13 +608,17 @@ impl Queue {
             args[0] = ((args.len() - 1) / 4).to_string().into_bytes();
         }
         let mut added = Vec::new();
+        let started = Instant::now();
         for group in calls.chunks(PIPELINE_CALLS) {
-            let replies = if self.waits_for_replicas() {
-                self.call_replicated(&scripts().schedule, group, true, true)
-                    .await?
-            } else {
-                self.call_many(&scripts().schedule, group).await?
-            };
+            let replies = self
+                .schedule_through_failover(started, move || async move {
+                    if self.waits_for_replicas() {
+                        self.call_replicated(&scripts().schedule, group, true).await
+                    } else {
+                        self.call_many(&scripts().schedule, group).await
+                    }
+                })
+                .await?;
             for reply in replies {
                 for i in 1..reply.len() {
                     added.push(reply.int(i)? == 1);

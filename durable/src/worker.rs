@@ -472,22 +472,13 @@ impl Worker {
             args.push(id.as_bytes());
             args.push(attempt.as_bytes());
         }
-        // Acks alone are by delivery, so idempotent; a claim is not.
-        let mut reply = if acks.is_empty() || !self.queue.waits_for_replicas() {
-            self.queue
-                .call_retrying(&scripts().claim, &args, max == 0)
-                .await?
-        } else {
-            // The acks should outlive the master: `WAIT` after them. Too few replicas is
-            // no error here: the jobs are done on the master, and if it dies before a
-            // replica has the acks, they are delivered again (at least once).
-            let call = args.iter().map(|arg| arg.to_vec()).collect();
-            let mut replies = self
-                .queue
-                .call_replicated(&scripts().claim, &[call], max == 0, false)
-                .await?;
-            replies.remove(0)
-        };
+        // Acks alone are by delivery, so idempotent; a claim is not. No `WAIT` after acks
+        // (see `ConnectOptions::wait_for_replicas`): an ack lost with its master costs a
+        // delivery more, which at-least-once allows.
+        let mut reply = self
+            .queue
+            .call_retrying(&scripts().claim, &args, max == 0)
+            .await?;
         let received = Instant::now();
         let now = reply.int(0)?.max(0) as u64;
         let acked = reply.int(1)?.max(0) as usize;

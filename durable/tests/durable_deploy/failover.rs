@@ -19,13 +19,13 @@ use tickless_test_support::{self as support, RedisCluster};
 /// promoted, as the replica itself tells) to the first delivery, on each of its queues,
 /// of a job that came due while no master served it; and the latest a schedule sent
 /// after the promotion may still be refused. A call sent while the master was dead waits
-/// in the cluster client's retries, which back off up to 1 s (`max_retry_wait`), then
+/// in the cluster client's retries, which back off up to 200 ms (`max_retry_wait`), then
 /// finds the promoted replica; the leader and the worker try again every 100 ms, the
 /// leader subscribes again (it asks for the slot's master every 100 ms) and ticks, and
-/// the worker claims; on the queues whose clients wait for a replica, every `WAIT` on
-/// the promoted master (which has none) runs to its limit ahead of them. Measured 1.0 to
-/// 2.7 s on a loaded 2-core machine (the surviving masters learn of the promotion some
-/// 100s of ms after the replica; measured from their view it was 0.02 to 1.8 s).
+/// the worker claims (a schedule's `WAIT`, which runs to its limit on the promoted master,
+/// has a connection of its own and holds none of them up). Measured 1.0 to 2.7 s on a
+/// loaded 2-core machine before schedules stopped holding them up, 0.95-1.58 s after (the
+/// surviving masters learn of the promotion 0.8-1.4 s after the replica: `isolation.rs`).
 const RESUME_BOUND: Duration = Duration::from_millis(5_000);
 
 /// The workers' lease: short, so that a delivery whose ack died with the master comes
@@ -140,7 +140,7 @@ async fn until_answered(
 }
 
 /// The port of the replica of the master on `master`.
-fn replica_of(cluster: &RedisCluster, master: u16) -> u16 {
+pub(super) fn replica_of(cluster: &RedisCluster, master: u16) -> u16 {
     let ports: Vec<u16> = cluster
         .seeds()
         .iter()
@@ -206,12 +206,16 @@ fn held_by_replica(cluster: &RedisCluster, port: u16, names: &[String]) -> BTree
 /// start before `seen` (the poll is a `redis-cli` process every 10 ms), never before
 /// `after`. Fails after 20 s.
 #[derive(Clone, Copy, Debug)]
-struct Promotion {
-    after: SystemTime,
-    seen: SystemTime,
+pub(super) struct Promotion {
+    pub after: SystemTime,
+    pub seen: SystemTime,
 }
 
-fn promotion_seen(victim: u16, replica: u16, slot: u16) -> std::thread::JoinHandle<Promotion> {
+pub(super) fn promotion_seen(
+    victim: u16,
+    replica: u16,
+    slot: u16,
+) -> std::thread::JoinHandle<Promotion> {
     std::thread::spawn(move || {
         let deadline = Instant::now() + Duration::from_secs(20);
         let mut after = SystemTime::now();
@@ -248,9 +252,8 @@ async fn a_masters_kill_9_fails_over_and_deliveries_resume_none_lost_none_promot
     let plain = spread_names(&cluster, "p", 8);
     let names: Vec<String> = waiting.iter().chain(&plain).cloned().collect();
     // WAIT's limit: a live replica answers well within it. The promoted one has no
-    // replica, so every WAIT then runs to the limit, holding up the queue's connection
-    // (its leader's ticks and its worker's claims wait behind it): a longer limit slows
-    // the resume of these queues in proportion.
+    // replica, so every schedule's WAIT then runs to the limit (on the schedules' own
+    // connection: the leader and worker do not wait behind it).
     let with_wait =
         ConnectOptions::cluster(cluster.seeds()).wait_for_replicas(1, Duration::from_millis(300));
     let without = ConnectOptions::cluster(cluster.seeds());
