@@ -131,12 +131,12 @@ impl Error {
         )
     }
 
-    /// A call merged with others (see `merge.rs`) was never sent: the runtime that was
-    /// to send it shut down first.
+    /// A call merged with others (see `merge.rs`) got no answer: the task that was to
+    /// send it ended with its runtime (a call still waiting was not sent).
     pub(crate) fn not_sent(key: &str, what: &str) -> Error {
         let mut error = Error::new(
             Kind::Redis,
-            format!("redis error on {key} ({what}): not sent, the runtime shut down"),
+            format!("redis error on {key} ({what}): no answer, the task sending it ended with its runtime"),
         );
         error.away = true;
         error

@@ -137,24 +137,58 @@ fn hand_on(queue: &Queue) {
         state.busy = false;
         return;
     }
+    drop(state);
     match tokio::runtime::Handle::try_current() {
         Ok(runtime) => {
-            drop(state);
-            let queue = queue.clone();
-            runtime.spawn(async move { drive(&queue).await });
+            // Made before the task, so that a task dropped unpolled drops it too.
+            let mut driver = Driver {
+                queue: queue.clone(),
+                done: false,
+            };
+            runtime.spawn(async move {
+                drive(&driver.queue).await;
+                driver.finished();
+            });
         }
-        Err(_) => {
-            // No runtime to send them from (a future dropped outside one): each waiter
-            // is told its job was not sent.
-            state.busy = false;
-            let pending = std::mem::take(&mut state.pending);
-            drop(state);
-            for waiting in pending {
-                let _ = waiting
-                    .answer
-                    .send(Err(Error::not_sent(queue.meta_key(), "schedule")));
-            }
+        // No runtime to send them from (a future dropped outside one).
+        Err(_) => abandon(queue),
+    }
+}
+
+/// The driver task's hold on `busy`. Dropped before the driver found `pending` empty
+/// (its runtime shut down), it gives `busy` up and tells the waiters their jobs were not
+/// sent: the queue must not stay busy with no one to send for it.
+struct Driver {
+    queue: Queue,
+    done: bool,
+}
+
+impl Driver {
+    /// The driver found `pending` empty and gave `busy` up itself.
+    fn finished(&mut self) {
+        self.done = true;
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        if !self.done {
+            abandon(&self.queue);
         }
+    }
+}
+
+/// Marks the queue idle and answers every waiter that its job was not sent.
+fn abandon(queue: &Queue) {
+    let pending = {
+        let mut state = queue.merger().lock();
+        state.busy = false;
+        std::mem::take(&mut state.pending)
+    };
+    for waiting in pending {
+        let _ = waiting
+            .answer
+            .send(Err(Error::not_sent(queue.meta_key(), "schedule")));
     }
 }
 

@@ -195,3 +195,31 @@ async fn a_dropped_caller_loses_no_other_callers_answer() {
     // And the queue is idle again: a lone call goes at once and is answered.
     assert!(queue.schedule("after", "", DUE).await.expect("after"));
 }
+
+/// The runtime that holds the call on its way and the ones waiting shuts down: the
+/// queue is not left busy with no one to send its calls, and a later call from another
+/// runtime goes and is answered.
+#[test]
+fn a_runtime_shut_down_with_calls_waiting_leaves_the_queue_usable() {
+    let server = RedisServer::start();
+    let main = tickless_test_support::multi_thread();
+    let queue = main.block_on(queue(&server, "merged-runtime"));
+    let other = tickless_test_support::multi_thread();
+    pause(&server);
+    other.block_on(async {
+        let q = queue.clone();
+        let first = started(Box::pin(async move { q.schedule("first", "", DUE).await })).await;
+        tokio::spawn(first);
+        let ids: Vec<String> = (0..10).map(|i| format!("r{i}")).collect();
+        spawn_all(&queue, &ids).await
+    });
+    // Every task of `other` dropped: the one whose call is on its way among them.
+    drop(other);
+    unpause(&server);
+    let after = main.block_on(async {
+        tokio::time::timeout(Duration::from_secs(10), queue.schedule("after", "", DUE)).await
+    });
+    let after =
+        after.expect("a lone schedule answered within 10 s after the other runtime shut down");
+    assert!(after.expect("after"));
+}
