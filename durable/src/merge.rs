@@ -28,7 +28,9 @@
 //! `State` is behind one `std::sync::Mutex`, held only to push, take or flip `busy`,
 //! never across an `.await` nor while a result is sent. `busy` is true from the moment a
 //! call takes it until the driver (or the caller) finds `pending` empty under the lock:
-//! whoever sets it false has seen `pending` empty, so no waiter is ever left behind.
+//! whoever sets it false has seen `pending` empty, or has taken `pending` and answers
+//! each waiter (`abandon`: a driver dropped with its runtime), so no waiter is ever left
+//! behind. An `After` delay counts from the call: the time it waited is taken off.
 
 use super::queue::{Queue, When};
 use super::scripts::scripts;
