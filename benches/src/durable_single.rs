@@ -13,8 +13,9 @@
 //!
 //! For each: calls/s, Redis CPU µs per call (`INFO cpu` over the phase, all of Redis's
 //! work: reading the calls, the script, answering), the script's µs per call
-//! (`INFO commandstats`' `evalsha` line: its commands included) and Redis commands per
-//! call. Median of the rounds by rate. `PAYLOAD=<bytes>` sets the jobs' payload (default
+//! (`INFO commandstats`' `evalsha` line: its commands included), script calls per call
+//! (below 1 where concurrent schedules were merged: `Queue::schedule` sends calls made
+//! while one is on its way together) and Redis commands per call. Median of the rounds by rate. `PAYLOAD=<bytes>` sets the jobs' payload (default
 //! 36 bytes).
 
 use super::{commandstats, cpu_s, Row};
@@ -31,6 +32,8 @@ struct Phase {
     rate: f64,
     cpu_us: f64,
     evalsha_us: f64,
+    /// Script calls per call made: below 1 where concurrent calls were merged.
+    scripts: f64,
     commands: f64,
 }
 
@@ -88,6 +91,7 @@ where
         rate: calls / elapsed,
         cpu_us: (cpu1 - cpu0) * 1e6 / calls,
         evalsha_us: evalsha_usec / evalshas.max(1.0),
+        scripts: evalshas / calls,
         commands: commands / calls,
     }
 }
@@ -177,24 +181,39 @@ pub(super) fn single_calls(runtime: &tokio::runtime::Runtime, quick: bool) -> Ve
     };
     let medians: Vec<Phase> = (0..names.len()).map(|p| median(p, &mut runs)).collect();
     println!(
-        "\n| single calls, {IN_FLIGHT} in flight, {n} each, append-only on (everysec), median of {rounds} (by rate) | calls/s | Redis CPU µs per call (`INFO cpu`) | `evalsha` µs per call | commands per call |"
+        "\n| single calls, {IN_FLIGHT} in flight, {n} each, append-only on (everysec), median of {rounds} (by rate) | calls/s | Redis CPU µs per call (`INFO cpu`) | `evalsha` µs per script call | script calls per call | `evalsha` µs per call | commands per call |"
     );
-    println!("|---|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
     for (name, m) in names.iter().zip(&medians) {
         println!(
-            "| {name} | {:.0} | {:.2} | {:.2} | {:.2} |",
-            m.rate, m.cpu_us, m.evalsha_us, m.commands
+            "| {name} | {:.0} | {:.2} | {:.2} | {:.3} | {:.2} | {:.2} |",
+            m.rate,
+            m.cpu_us,
+            m.evalsha_us,
+            m.scripts,
+            m.evalsha_us * m.scripts,
+            m.commands
         );
     }
+    // Merged schedules (several jobs a script call) are not single script calls: their
+    // rows say so, and give the script's time per job.
     let mut rows: Vec<Row> = names
         .iter()
         .zip(&medians)
         .map(|(name, m)| {
-            (
-                format!("single {name}: <= 6 µs per `evalsha` call"),
-                format!("{:.2} µs", m.evalsha_us),
-                m.evalsha_us <= 6.0,
-            )
+            if m.scripts < 0.99 {
+                (
+                    format!("single {name}: <= 6 µs of `evalsha` per call (merged, {:.1} jobs a script call)", 1.0 / m.scripts),
+                    format!("{:.2} µs", m.evalsha_us * m.scripts),
+                    m.evalsha_us * m.scripts <= 6.0,
+                )
+            } else {
+                (
+                    format!("single {name}: <= 6 µs per `evalsha` call"),
+                    format!("{:.2} µs", m.evalsha_us),
+                    m.evalsha_us <= 6.0,
+                )
+            }
         })
         .collect();
     rows.push((

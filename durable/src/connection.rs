@@ -519,7 +519,7 @@ impl Queue {
         }
         loop {
             let left = limit.saturating_sub(started.elapsed());
-            let result = match tokio::time::timeout(left, schedule()).await {
+            let result = match tickless::timeout(left, schedule()).await {
                 Ok(result) => result,
                 Err(_) => {
                     let err = redis::RedisError::from((

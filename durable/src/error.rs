@@ -131,6 +131,27 @@ impl Error {
         )
     }
 
+    /// A call merged with others (see `merge.rs`) got no answer: the task that was to
+    /// send it ended with its runtime (a call still waiting was not sent).
+    pub(crate) fn not_sent(key: &str, what: &str) -> Error {
+        let mut error = Error::new(
+            Kind::Redis,
+            format!("redis error on {key} ({what}): no answer, the task sending it ended with its runtime"),
+        );
+        error.away = true;
+        error
+    }
+
+    /// The same error, for another caller of one merged call (see `merge.rs`).
+    pub(crate) fn duplicate(&self) -> Error {
+        Error {
+            kind: self.kind,
+            message: self.message.clone(),
+            away: self.away,
+            script_failed: self.script_failed,
+        }
+    }
+
     /// Maps an error of the redis client met while doing `what` on queue key `key`.
     pub(crate) fn redis(key: &str, what: &str, err: redis::RedisError) -> Error {
         if err.code() == Some("GARBAGE") {

@@ -208,6 +208,7 @@ mod error;
 mod inspect;
 mod leader;
 mod leader_handle;
+mod merge;
 mod nodes;
 mod peek;
 mod queue;

@@ -21,7 +21,7 @@ pub const MAX_ID_BYTES: usize = 512;
 pub const MAX_QUEUE_NAME_BYTES: usize = 128;
 
 /// Jobs per script call when scheduling in a batch; calls are pipelined in groups.
-const SCHEDULE_CHUNK: usize = 128;
+pub(crate) const SCHEDULE_CHUNK: usize = 128;
 const PIPELINE_CALLS: usize = 32;
 
 /// When a job is due: at a time, or after a delay from now on the queue's clock.
@@ -215,6 +215,8 @@ struct Inner {
     /// See [`ConnectOptions::retry_schedules_for`].
     schedule_retry: Duration,
     catch_up: CatchUp,
+    /// Concurrent single schedules, merged (merge.rs).
+    merger: super::merge::Merger,
 }
 
 impl std::fmt::Debug for Queue {
@@ -287,6 +289,7 @@ impl Queue {
                 replicas: options.replicas(),
                 schedule_retry: options.schedule_retry(),
                 catch_up: CatchUp::default(),
+                merger: Default::default(),
             }),
         };
         queue.check_keys().await?;
@@ -322,6 +325,7 @@ impl Queue {
                 replicas: inner.replicas,
                 schedule_retry: inner.schedule_retry,
                 catch_up,
+                merger: Default::default(),
             }),
         }
     }
@@ -375,6 +379,10 @@ impl Queue {
     /// the slot's master, waited for through a failover).
     pub(crate) async fn subscriber(&self) -> redis::RedisResult<redis::aio::PubSub> {
         self.inner.nodes.subscriber(self.meta_key()).await
+    }
+
+    pub(crate) fn merger(&self) -> &super::merge::Merger {
+        &self.inner.merger
     }
 
     pub(crate) fn conn(&self) -> Conn {
@@ -489,6 +497,18 @@ impl Queue {
     /// A job due now or in the past is ready at once. The call is one atomic script of
     /// O(1) Redis work; see [`schedule_batch`](Queue::schedule_batch) for throughput.
     ///
+    /// Calls made on one queue (or its clones) while another is on its way to Redis are
+    /// sent together, up to 128 jobs in one script call, when that one answers: a call
+    /// with no other on its way goes at once, and each caller still gets its own answer
+    /// and its own error, as if alone (an id named by two callers is added once). A
+    /// `When::After` delay counts from the call, not from when it was sent.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future before it completes disturbs no other call. The job may have
+    /// been added or not (as with any call whose answer was not waited for), unless it
+    /// was still waiting to be sent: then it is not sent.
+    ///
     /// # Examples
     ///
     /// The payload is bytes; the job id is what makes a retried call safe:
@@ -523,32 +543,7 @@ impl Queue {
     ) -> Result<bool, Error> {
         let payload = payload.as_ref();
         check_job(id, payload)?;
-        let when = when.into().arg();
-        let attempts = self.inner.max_attempts.to_string();
-        let args: [&[u8]; 5] = [
-            b"1",
-            id.as_bytes(),
-            when.as_bytes(),
-            attempts.as_bytes(),
-            payload,
-        ];
-        let args = &args;
-        let reply = self
-            .schedule_through_failover(Instant::now(), move || async move {
-                if self.waits_for_replicas() {
-                    let call = args.iter().map(|arg| arg.to_vec()).collect();
-                    let mut replies = self
-                        .call_replicated(&scripts().schedule, &[call], true)
-                        .await?;
-                    Ok(replies.remove(0))
-                } else {
-                    self.call(&scripts().schedule, args).await
-                }
-            })
-            .await?;
-        let added = reply.int(1)? == 1;
-        super::trace::event!(debug, queue = self.name(), id, added, "schedule");
-        Ok(added)
+        super::merge::schedule(self, id, payload, when.into()).await
     }
 
     /// Schedules many jobs: 128 per script call, calls pipelined 32 at a time. Returns,
