@@ -179,7 +179,7 @@ async fn roles(url: &str, name: &str, admin: &mut Admin) -> Step<()> {
     check("try_claim", ids == BTreeSet::from(["a", "d"]), || {
         format!("{ids:?}")
     })?;
-    let extended = step("extend", worker.extend(["a", "d"]).await)?;
+    let extended = step("extend", worker.extend(&claimed).await)?;
     check("extend", extended == 2, || format!("{extended} extended"))?;
     yes("ack", worker.ack(&claimed[0]).await)?;
     let failed = step("fail", worker.fail(&claimed[1], "retry me").await)?;
