@@ -227,7 +227,7 @@ async fn roles(url: &str, name: &str, admin: &mut Admin) -> Step<()> {
     )?;
     step("stats", queue.stats().await)?;
     step("job", queue.job("b").await)?;
-    step("dead", queue.dead(10).await)?;
+    step("dead", queue.dead(0, 10).await)?;
     step("due_buckets", queue.due_buckets().await)?;
     step("ready_ids", queue.ready_ids(10).await)?;
     step("in_flight_ids", queue.in_flight_ids(10).await)?;

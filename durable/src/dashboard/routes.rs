@@ -163,7 +163,7 @@ async fn queue_page(
             truncated,
             ready: queue.ready_ids(LIST).await?,
             in_flight: queue.in_flight_ids(LIST).await?,
-            dead: queue.dead(LIST).await?,
+            dead: queue.dead(0, LIST).await?,
             schedules: queue.schedules().await.map_err(|err| err.to_string()),
             script_errors: queue
                 .counters()
@@ -257,7 +257,8 @@ async fn action(
                 format!("no recurring schedule {id:?}")
             }
         }),
-        "retry-all" => retry_all(queue)
+        "retry-all" => queue
+            .retry_all_dead()
             .await
             .map(|n| format!("retrying {n} dead jobs")),
         other => {
@@ -282,25 +283,6 @@ async fn action(
             error_page(StatusCode::BAD_REQUEST, &ctx, &err.to_string())
         }
         Err(err) => error_page(StatusCode::BAD_GATEWAY, &ctx, &err.to_string()),
-    }
-}
-
-/// Retries every dead job, 256 at a time; returns how many were retried.
-async fn retry_all(queue: &crate::Queue) -> Result<usize, crate::Error> {
-    let mut retried = 0;
-    loop {
-        let dead = queue.dead(256).await?;
-        let mut progress = false;
-        for info in &dead {
-            if queue.retry_dead(&info.id).await? {
-                retried += 1;
-                progress = true;
-            }
-        }
-        // A quarantined record cannot be retried: stop rather than loop on it.
-        if dead.len() < 256 || !progress {
-            return Ok(retried);
-        }
     }
 }
 
