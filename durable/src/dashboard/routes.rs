@@ -153,6 +153,10 @@ async fn queue_page(
         return unknown_queue(&ctx, &name);
     };
     state.sample(i).await;
+    let dead_from: usize = params
+        .get("dead_from")
+        .and_then(|from| from.parse().ok())
+        .unwrap_or(0);
     let view = async {
         let stats = queue.stats().await?;
         let (buckets, truncated) = queue.due_buckets().await?;
@@ -163,7 +167,9 @@ async fn queue_page(
             truncated,
             ready: queue.ready_ids(LIST).await?,
             in_flight: queue.in_flight_ids(LIST).await?,
-            dead: queue.dead(0, LIST).await?,
+            dead: queue.dead(dead_from, LIST).await?,
+            dead_from,
+            dead_page: LIST,
             schedules: queue.schedules().await.map_err(|err| err.to_string()),
             script_errors: queue
                 .counters()
