@@ -120,4 +120,27 @@ async fn the_dead_set_is_read_and_retried_a_page_at_a_time() {
         !queue.retry_dead("d0").await.unwrap(),
         "d0 is no longer dead"
     );
+
+    // The operator's tool: `retry-dead <url> <queue> --all`.
+    let _: () = redis::pipe()
+        .hset(key("jobs"), "again", format!("{T0}|d|1|1|0|p"))
+        .zadd(key("dead"), "again", 1)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_tickless-durable"))
+        .args(["retry-dead", &server.url(), &name, "--all"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success() && text.trim() == "retried 1",
+        "{text}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(
+        queue.stats().await.unwrap().dead,
+        1,
+        "the quarantined record"
+    );
 }
