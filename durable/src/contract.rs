@@ -47,9 +47,10 @@ pub(crate) fn queue_of_meta(key: &str) -> Option<&str> {
 /// One of the queue's keys (besides its buckets).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Key {
-    /// Hash: the leader lease, the fencing token, `armed`, `busy`, the counters.
+    /// Hash: the leader lease, the fencing token, `armed`, `busy`, the last delivery number
+    /// (`delivery`), the counters.
     Meta,
-    /// Hash: id -> `due|loc|attempts|max|skip|payload` (lib.lua's I1).
+    /// Hash: id -> `due|loc|attempts|max|skip|payload`, loc `s<n>` in flight (lib.lua's I1).
     Jobs,
     /// Sorted set: one member per non-empty bucket, staged job, recurring schedule, and
     /// the lease marker.
@@ -206,7 +207,7 @@ pub(crate) mod script_keys {
     pub(crate) const RESCHEDULE: &[Key] = &[Meta, Jobs, Due, Ready, Flight];
     pub(crate) const CLAIM: &[Key] = &[Meta, Jobs, Due, Ready, Flight, Dead, Errors];
     pub(crate) const FAIL: &[Key] = &[Meta, Jobs, Due, Ready, Flight, Dead, Errors];
-    pub(crate) const EXTEND: &[Key] = &[Meta, Flight];
+    pub(crate) const EXTEND: &[Key] = &[Meta, Jobs, Flight];
     pub(crate) const LEASE: &[Key] = &[Meta];
     pub(crate) const RETRY_DEAD: &[Key] = &[Meta, Jobs, Due, Ready, Dead];
     pub(crate) const RECUR: &[Key] = &[Meta, Recur, Rnext, Due, Rlow];

@@ -1,7 +1,7 @@
 //! Looking at a queue: one job, the dead set, counts, the clock (and the manual clock
 //! that tests set).
 
-use super::contract::{ms_ceil, staged_member, unix_ms_ceil, Key, MAX_DUE_MS};
+use super::contract::{ms_ceil, staged_member, unix_ms_ceil, Key, MAX_BATCH, MAX_DUE_MS};
 use super::error::Error;
 use super::queue::{check_id, Queue};
 use super::reply;
@@ -15,30 +15,129 @@ impl Queue {
     ///
     /// # Errors
     ///
-    /// [`Error::is_invalid_id`], [`Error::is_redis`], [`Error::is_garbage`].
+    /// [`Error::is_invalid_id`], [`Error::is_redis`], [`Error::is_garbage`] (also when the
+    /// job was quarantined: its record is not one this crate can retry).
     pub async fn retry_dead(&self, id: &str) -> Result<bool, Error> {
         check_id(id)?;
         let reply = self.call(&scripts().retry_dead, &[id.as_bytes()]).await?;
-        Ok(reply.int(0)? == 1)
+        match reply.int(0)? {
+            -1 => Err(Error::garbage(
+                self.key(Key::Jobs),
+                format!("field {id:?} is not a job record"),
+            )),
+            n => Ok(n == 1),
+        }
     }
 
-    /// Up to `limit` dead jobs, oldest first: id, attempts, the last error, payload. A job
-    /// whose record a leader or worker found unreadable is here too (with no payload and
-    /// the error naming the record), so that one bad record never stops the queue.
+    /// Retries every job that is dead when the call begins, as
+    /// [`retry_dead`](Queue::retry_dead) does one, a page of up to 10,000 per script
+    /// call (one call's most); returns how many were retried. Quarantined jobs (records
+    /// that cannot be read) stay dead. Jobs that die while it runs may be retried too;
+    /// it stops after as many as the dead set held at the start.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::is_redis`], [`Error::is_garbage`]; the pages before the failing one were
+    /// retried.
+    pub async fn retry_all_dead(&self) -> Result<usize, Error> {
+        let dead = self.key(Key::Dead);
+        let total: usize = self
+            .conn()
+            .zcard(dead)
+            .await
+            .map_err(|err| Error::redis(dead, "ZCARD", err))?;
+        let (mut seen, mut skipped, mut retried) = (0, 0, 0);
+        while seen < total {
+            let page = (total - seen).min(MAX_BATCH);
+            let ids: Vec<Vec<u8>> = self
+                .conn()
+                .zrange(dead, skipped as isize, (skipped + page) as isize - 1)
+                .await
+                .map_err(|err| Error::redis(dead, "ZRANGE", err))?;
+            if ids.is_empty() {
+                break;
+            }
+            let args: Vec<&[u8]> = ids.iter().map(Vec::as_slice).collect();
+            let reply = self.call(&scripts().retry_dead, &args).await?;
+            for i in 0..ids.len() {
+                match reply.int(i)? {
+                    1 => retried += 1,
+                    // Still in `dead` (quarantined): the next page starts after it.
+                    -1 => skipped += 1,
+                    _ => {}
+                }
+            }
+            seen += ids.len();
+        }
+        Ok(retried)
+    }
+
+    /// Up to `limit` dead jobs (at most 10,000), oldest first, from the `offset`-th: id,
+    /// attempts, the last error, payload. A job whose record a leader or worker found
+    /// unreadable is here too (with no payload and the error naming the record), so that
+    /// one bad record never stops the queue. To see them all, call again with `offset`
+    /// raised by what came back, until a page is shorter than `limit`; jobs that leave
+    /// the dead set between calls move later ones forward (a job may be missed, none is
+    /// shown twice unless it died again).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// # async fn example(queue: &tickless_durable::Queue) -> Result<(), tickless_durable::Error> {
+    /// let mut offset = 0;
+    /// loop {
+    ///     let page = queue.dead(offset, 100).await?;
+    ///     for job in &page {
+    ///         println!("{}: {:?}", job.id, job.last_error);
+    ///     }
+    ///     if page.len() < 100 {
+    ///         break;
+    ///     }
+    ///     offset += page.len();
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
     ///
     /// # Errors
     ///
     /// [`Error::is_redis`], [`Error::is_garbage`].
-    pub async fn dead(&self, limit: usize) -> Result<Vec<super::JobInfo>, Error> {
-        let dead = self.key(Key::Dead);
-        let ids: Vec<String> = self
+    pub async fn dead(&self, offset: usize, limit: usize) -> Result<Vec<super::JobInfo>, Error> {
+        let limit = limit.min(MAX_BATCH);
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let (dead, jobs, errors) = (
+            self.key(Key::Dead),
+            self.key(Key::Jobs),
+            self.key(Key::Errors),
+        );
+        let offset = offset.min(isize::MAX as usize - MAX_BATCH);
+        let ids: Vec<Vec<u8>> = self
             .conn()
-            .zrange(dead, 0, limit as isize - 1)
+            .zrange(dead, offset as isize, (offset + limit) as isize - 1)
             .await
             .map_err(|err| Error::redis(dead, "ZRANGE", err))?;
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Two reads for the whole page, not one per job.
+        let (records, last_errors): (Vec<Option<Vec<u8>>>, Vec<Option<String>>) = redis::pipe()
+            .cmd("HMGET")
+            .arg(jobs)
+            .arg(&ids)
+            .cmd("HMGET")
+            .arg(errors)
+            .arg(&ids)
+            .query_async(&mut self.conn())
+            .await
+            .map_err(|err| Error::redis(jobs, "HMGET", err))?;
         let mut out = Vec::with_capacity(ids.len());
-        for id in ids {
-            match self.job(&id).await {
+        for ((id, record), error) in ids.into_iter().zip(records).zip(last_errors) {
+            let id = String::from_utf8(id)
+                .unwrap_or_else(|err| String::from_utf8_lossy(err.as_bytes()).into_owned());
+            let Some(record) = record else { continue };
+            match reply::parse_record(jobs, &id, &record, error, false, None) {
                 Ok(Some(info)) => out.push(info),
                 Ok(None) => {}
                 // Quarantined by a leader or worker: its record is not ours. It is listed

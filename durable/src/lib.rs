@@ -199,6 +199,7 @@
 #![warn(missing_debug_implementations, rust_2018_idioms)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod backoff;
 mod connection;
 mod contract;
 #[cfg(feature = "dashboard")]
@@ -225,6 +226,7 @@ mod tls;
 mod trace;
 mod worker;
 
+pub use backoff::Backoff;
 pub use connection::ConnectOptions;
 pub use error::Error;
 pub use leader::{Leader, LeaderOptions};
@@ -241,4 +243,4 @@ pub use stats::Stats;
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
 
-pub use worker::{Backoff, Failed, Job, Worker, WorkerOptions};
+pub use worker::{Failed, Job, Worker, WorkerOptions};

@@ -63,11 +63,6 @@ impl Reply {
             _ => Err(self.bad(i, "a string")),
         }
     }
-
-    pub(crate) fn string(&mut self, i: usize) -> Result<String, Error> {
-        let bytes = self.take_bytes(i)?;
-        String::from_utf8(bytes).map_err(|_| self.bad(i, "UTF-8 text"))
-    }
 }
 
 /// Where a job is.
@@ -158,8 +153,8 @@ pub struct JobInfo {
     pub payload: Vec<u8>,
 }
 
-/// Parses a `jobs` record (`due|loc|attempts|max|skip|payload`, lib.lua's I1); `None`
-/// for a tombstone.
+/// Parses a `jobs` record (`due|loc|attempts|max|skip|payload`, lib.lua's I1; loc `s`
+/// may carry a delivery number, `s<n>`); `None` for a tombstone.
 pub(crate) fn parse_record(
     key: &str,
     id: &str,
@@ -181,9 +176,14 @@ pub(crate) fn parse_record(
     };
     let (due, attempts, max_attempts) = (number(due)?, number(attempts)?, number(max_attempts)?);
     let payload = payload.to_vec();
-    let [loc] = loc else {
-        return Err(bad());
+    let (loc, delivery) = match loc {
+        [b's', delivery @ ..] => (b's', delivery),
+        [loc] => (*loc, &[][..]),
+        _ => return Err(bad()),
     };
+    if !delivery.iter().all(u8::is_ascii_digit) {
+        return Err(bad());
+    }
     let state = match loc {
         b'x' => return Ok(None),
         b'd' => JobState::Dead,

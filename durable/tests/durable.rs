@@ -171,7 +171,7 @@ async fn failed_jobs_are_retried_with_backoff_then_dead_lettered() {
     let job = worker.try_claim(1).await.unwrap().remove(0);
     assert_eq!(job.attempt(), 2);
     assert_eq!(worker.fail(&job, "last").await.unwrap(), Failed::Dead);
-    let dead = queue.dead(10).await.unwrap();
+    let dead = queue.dead(0, 10).await.unwrap();
     assert_eq!(dead.len(), 1);
     assert_eq!(dead[0].state, JobState::Dead);
     assert_eq!(dead[0].last_error.as_deref(), Some("last"));
@@ -841,7 +841,7 @@ async fn unreadable_records_are_set_aside_and_the_queue_goes_on() {
     leader.step().await.unwrap();
     let due = worker.try_claim(10).await.unwrap();
     assert_eq!(due.iter().map(|j| j.id()).collect::<Vec<_>>(), ["good"]);
-    let dead = queue.dead(10).await.unwrap();
+    let dead = queue.dead(0, 10).await.unwrap();
     let mut ids: Vec<&str> = dead.iter().map(|d| d.id.as_str()).collect();
     ids.sort();
     assert_eq!(ids, ["bad-bucket", "bad-ready"]);

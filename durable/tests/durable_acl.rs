@@ -182,7 +182,7 @@ async fn roles(url: &str, name: &str, admin: &mut Admin) -> Step<()> {
     check("try_claim", ids == BTreeSet::from(["a", "d"]), || {
         format!("{ids:?}")
     })?;
-    let extended = step("extend", worker.extend(["a", "d"]).await)?;
+    let extended = step("extend", worker.extend(&claimed).await)?;
     check("extend", extended == 2, || format!("{extended} extended"))?;
     yes("ack", worker.ack(&claimed[0]).await)?;
     let failed = step("fail", worker.fail(&claimed[1], "retry me").await)?;
@@ -230,7 +230,7 @@ async fn roles(url: &str, name: &str, admin: &mut Admin) -> Step<()> {
     )?;
     step("stats", queue.stats().await)?;
     step("job", queue.job("b").await)?;
-    step("dead", queue.dead(10).await)?;
+    step("dead", queue.dead(0, 10).await)?;
     step("due_buckets", queue.due_buckets().await)?;
     step("ready_ids", queue.ready_ids(10).await)?;
     step("in_flight_ids", queue.in_flight_ids(10).await)?;

@@ -10,7 +10,7 @@ use tickless_test_support as support;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use support::{queue_name, RedisServer};
-use tickless_durable::{CatchUp, Leader, LeaderOptions, Queue, Worker, WorkerOptions};
+use tickless_durable::{CatchUp, Job, Leader, LeaderOptions, Queue, Worker, WorkerOptions};
 
 /// A multiple of 1024 ms (level 0's bucket width), 26,624 ms into a level-1 bucket.
 const T0: u64 = 1_700_000_000_000;
@@ -186,12 +186,13 @@ async fn claim_all(worker: &Worker) -> BTreeMap<String, usize> {
 }
 
 /// Claims `n` jobs a thousand at a time (below any limit), for the tests of what follows.
-async fn claim_in_thousands(worker: &Worker, n: usize) {
-    let mut got = 0;
-    while got < n {
-        got += worker.try_claim(1000).await.unwrap().len();
+async fn claim_in_thousands(worker: &Worker, n: usize) -> Vec<Job> {
+    let mut got = Vec::new();
+    while got.len() < n {
+        got.extend(worker.try_claim(1000).await.unwrap());
     }
-    assert_eq!(got, n);
+    assert_eq!(got.len(), n);
+    got
 }
 
 /// One claim of 4,100 ready jobs takes them all. (It used to take `ready` apart and then
@@ -273,12 +274,12 @@ async fn extending_4100_running_jobs_extends_every_lease() {
     let mut options = WorkerOptions::default();
     options.lease = Duration::from_secs(10);
     let worker = queue.worker(options);
-    claim_in_thousands(&worker, MANY).await;
+    let jobs = claim_in_thousands(&worker, MANY).await;
     queue
         .advance_manual_clock(Duration::from_secs(9))
         .await
         .unwrap();
-    let extended = worker.extend(all.iter().map(String::as_str)).await.unwrap();
+    let extended = worker.extend(&jobs).await.unwrap();
     assert_eq!(extended, MANY);
     // Every lease now ends at T0 + 19 s: none has ended at T0 + 15 s.
     let mut leader = leader(&queue, 5000).await;

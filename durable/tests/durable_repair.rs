@@ -318,7 +318,7 @@ async fn every_key_corrupted_in_turn_stops_only_its_users_and_repair_loses_no_jo
             assert!(doomed.is_none(), "{corrupt}");
         } else {
             assert_eq!(doomed.unwrap().state, JobState::Dead, "{corrupt}");
-            assert_eq!(queue.dead(10).await.unwrap().len(), 1, "{corrupt}");
+            assert_eq!(queue.dead(0, 10).await.unwrap().len(), 1, "{corrupt}");
         }
         assert_eq!(
             queue.job("later").await.unwrap().unwrap().state,

@@ -3,7 +3,7 @@
 //! ```text
 //! tickless-durable inspect <URL> <QUEUE>          counts, leader, lag, recurring schedules, dead jobs
 //! tickless-durable job <URL> <QUEUE> <ID>         one job's state, due time, attempts, error
-//! tickless-durable retry-dead <URL> <QUEUE> <ID>  a dead job gets a new set of attempts
+//! tickless-durable retry-dead <URL> <QUEUE> <ID>  a dead job gets a new set of attempts (--all: every one)
 //! tickless-durable repair <URL> <QUEUE>           jobs put back where their records say
 //! tickless-durable serve <URL> [QUEUE]...         the web dashboard and /metrics
 //! ```
@@ -79,14 +79,19 @@ enum Command {
         /// The job's id.
         id: String,
     },
-    /// Gives a dead job a new set of attempts, due now (exit 3 if no such dead job).
+    /// Gives a dead job a new set of attempts, due now (exit 3 if no such dead job); with
+    /// `--all`, every dead job, 10,000 per script call.
     RetryDead {
         #[command(flatten)]
         redis: Redis,
         /// The queue's name.
         queue: String,
         /// The dead job's id.
-        id: String,
+        #[arg(required_unless_present = "all", conflicts_with = "all")]
+        id: Option<String>,
+        /// Every dead job (quarantined records stay dead).
+        #[arg(long)]
+        all: bool,
     },
     /// Puts jobs back where their records say, and removes entries that name no job.
     Repair {
@@ -261,8 +266,17 @@ async fn run(command: Command) -> Result<(), Failure> {
             println!("  payload ({} bytes): {shown:?}", info.payload.len());
             Ok(())
         }
-        Command::RetryDead { redis, queue, id } => {
+        Command::RetryDead {
+            redis,
+            queue,
+            id,
+            all,
+        } => {
             let queue = connect(&redis, &queue).await?;
+            let Some(id) = id.filter(|_| !all) else {
+                println!("retried {}", queue.retry_all_dead().await?);
+                return Ok(());
+            };
             if queue.retry_dead(&id).await? {
                 println!("retried");
                 Ok(())
@@ -335,7 +349,7 @@ async fn inspect(queue: &Queue) -> Result<(), Error> {
             s.id, s.catch_up
         );
     }
-    for info in queue.dead(10).await? {
+    for info in queue.dead(0, 10).await? {
         println!(
             "  dead {:?} after {} attempts: {}",
             info.id,

@@ -18,6 +18,9 @@ pub(super) struct QueueView<'a> {
     pub(super) ready: Vec<String>,
     pub(super) in_flight: Vec<(String, SystemTime)>,
     pub(super) dead: Vec<JobInfo>,
+    /// Where the page of dead jobs starts (`?dead_from=`), and how many a page holds.
+    pub(super) dead_from: usize,
+    pub(super) dead_page: usize,
     /// The recurring schedules, or the error that kept them from being read (a garbled
     /// record, which `Queue::schedules` names).
     pub(super) schedules: Result<Vec<ScheduleInfo>, String>,
@@ -45,7 +48,7 @@ pub(super) fn queue_page(ctx: &Ctx<'_>, view: &QueueView<'_>, history: &History)
         (find_job(ctx, name))
         (ready(ctx, name, &view.ready))
         (in_flight(ctx, name, s.now, &view.in_flight))
-        (dead(ctx, name, &view.dead))
+        (dead(ctx, name, view))
     };
     page(ctx, name, body)
 }
@@ -301,10 +304,27 @@ fn in_flight(ctx: &Ctx<'_>, queue: &str, now: SystemTime, jobs: &[(String, Syste
     }
 }
 
-/// The dead jobs, each with its last error and buttons to retry or delete it.
-fn dead(ctx: &Ctx<'_>, queue: &str, jobs: &[JobInfo]) -> Markup {
+/// A page of the dead jobs, oldest first, each with its last error and buttons to retry
+/// or delete it, and links to the next page and back to the first.
+fn dead(ctx: &Ctx<'_>, queue: &str, view: &QueueView<'_>) -> Markup {
+    let (jobs, from) = (&view.dead, view.dead_from);
+    let url = ctx.queue_url(queue);
     html! {
-        h2 { "Dead (first " (jobs.len()) ")" }
+        @if jobs.is_empty() {
+            h2 { "Dead (none from " (from + 1) ")" }
+        } @else {
+            h2 { "Dead (" (from + 1) " to " (from + jobs.len()) ", oldest first)" }
+        }
+        p {
+            @if from > 0 {
+                a id="dead-first" href=(url) { "first page" } " "
+            }
+            @if jobs.len() == view.dead_page {
+                a id="dead-next" href=(format!("{url}?dead_from={}", from + jobs.len())) {
+                    "next page"
+                }
+            }
+        }
         @if !jobs.is_empty() {
             (ctx.button(queue, "retry-all", None, "Retry all dead"))
         }

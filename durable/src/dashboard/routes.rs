@@ -153,6 +153,10 @@ async fn queue_page(
         return unknown_queue(&ctx, &name);
     };
     state.sample(i).await;
+    let dead_from: usize = params
+        .get("dead_from")
+        .and_then(|from| from.parse().ok())
+        .unwrap_or(0);
     let view = async {
         let stats = queue.stats().await?;
         let (buckets, truncated) = queue.due_buckets().await?;
@@ -164,7 +168,9 @@ async fn queue_page(
             truncated,
             ready: queue.ready_ids(LIST).await?,
             in_flight: queue.in_flight_ids(LIST).await?,
-            dead: queue.dead(LIST).await?,
+            dead: queue.dead(dead_from, LIST).await?,
+            dead_from,
+            dead_page: LIST,
             schedules: queue.schedules().await.map_err(|err| err.to_string()),
             script_errors: counters.as_ref().map_or((0, None), |c| {
                 (c.script_errors, c.last_script_error.clone())
@@ -258,7 +264,8 @@ async fn action(
                 format!("no recurring schedule {id:?}")
             }
         }),
-        "retry-all" => retry_all(queue)
+        "retry-all" => queue
+            .retry_all_dead()
             .await
             .map(|n| format!("retrying {n} dead jobs")),
         other => {
@@ -283,25 +290,6 @@ async fn action(
             error_page(StatusCode::BAD_REQUEST, &ctx, &err.to_string())
         }
         Err(err) => error_page(StatusCode::BAD_GATEWAY, &ctx, &err.to_string()),
-    }
-}
-
-/// Retries every dead job, 256 at a time; returns how many were retried.
-async fn retry_all(queue: &crate::Queue) -> Result<usize, crate::Error> {
-    let mut retried = 0;
-    loop {
-        let dead = queue.dead(256).await?;
-        let mut progress = false;
-        for info in &dead {
-            if queue.retry_dead(&info.id).await? {
-                retried += 1;
-                progress = true;
-            }
-        }
-        // A quarantined record cannot be retried: stop rather than loop on it.
-        if dead.len() < 256 || !progress {
-            return Ok(retried);
-        }
     }
 }
 

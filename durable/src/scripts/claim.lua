@@ -1,27 +1,36 @@
 -- claim.lua: a worker acknowledges finished jobs and takes ready ones under a lease.
 --
 -- KEYS     meta, jobs, due, ready, flight, dead, errors (contract.rs, script_keys::CLAIM)
--- ARGV     lease_ms, max (at most MAX_BATCH), n_acks, then n_acks times: id, attempt
--- Returns  { now, n_acked, then for each claimed job: id, attempt, due, payload }
+-- ARGV     lease_ms, max (at most MAX_BATCH), n_acks, then n_acks times: id, delivery
+-- Returns  { now, n_acked, then for each claimed job: id, attempt, delivery, due,
+--          payload }
 --
--- An ack completes a job only if that delivery still holds it: the record's attempt is
--- the acked one and the job is in `flight` (else its lease ended and it was, or will be,
--- delivered again: at least once). A claim pops up to `max` ids from `ready`, drops the
--- stale ones (no record, a tombstone, or counted in skip: I5), and moves each live one to
--- `flight` with its lease end as score and its attempt count raised. The lease marker `l`
+-- An ack completes a job only if that delivery still holds it: the record's delivery
+-- number is the acked one and the job is in `flight` (else its lease ended and it was,
+-- or will be, delivered again: at least once; or it was cancelled, and perhaps
+-- scheduled and delivered again under the same id). A claim pops up to `max` ids from
+-- `ready`, drops the stale ones (no record, a tombstone, or counted in skip: I5), and
+-- moves each live one to `flight` with its lease end as score, its attempt count raised
+-- and a delivery number of its own (I1): meta's `delivery`, raised by one per job. The lease marker `l`
 -- in `due` is lowered to the new lease end if that is earlier (ZADD LT), and published if
 -- the leader is armed for later. A popped id whose record cannot be read is put in
 -- `dead` with an error naming it (lib.lua's quarantine), so one bad record stops no
 -- worker.
-local now = meta()
+local now, last = meta('delivery')
 local lease, max, nacks = arg_int(1, 'lease_ms', 1), arg_int(2, 'max', 0, MAX_BATCH), arg_int(3, 'n_acks', 0)
 if #ARGV ~= 3 + 2 * nacks then
   error({ err = 'ERR bad arguments: ' .. #ARGV .. ' for ' .. nacks .. ' acks' })
 end
-local acks, atts = {}, {}
+local acks, dels = {}, {}
 for i = 1, nacks do
   acks[i] = ARGV[3 + 2 * i - 1]
-  atts[i] = arg_int(3 + 2 * i, 'attempt', 0)
+  dels[i] = arg_int(3 + 2 * i, 'delivery', 1)
+end
+-- The last delivery number handed out; HINCRBY could not raise a value that is not an
+-- integer, so it is checked before any write.
+last = number(META, 'delivery', last) or 0
+if last % 1 ~= 0 or last < 0 then
+  garbage(META, 'field delivery is ' .. string.format('%q', tostring(last)) .. ', not a count')
 end
 -- First every read and check, then every write: the ready ids are read (LRANGE) and
 -- only taken off the list (LTRIM) once every key the call writes has passed.
@@ -48,13 +57,13 @@ local held = {}
 if nacks > 0 then
   held = read_all('zset', 'ZMSCORE', FLIGHT, acks)
 end
--- The acks that complete a job: the record's attempt is the acked one, and it is in
+-- The acks that complete a job: the record's delivery is the acked one, and it is in
 -- flight.
 local completed = {}
 local gone, errs = {}, {}
 for i = 1, nacks do
   local j = recs[i] and readable(recs[i])
-  if j and held[i] and j.loc == 's' and j.att == atts[i] then
+  if j and held[i] and j.loc == 's' and j.del == dels[i] then
     gone[#gone + 1] = acks[i]
     completed[acks[i]] = true
     if j.att > 1 then
@@ -89,12 +98,15 @@ for i = 1, #ids do
       end
     elseif j.loc == 's' and not j.claimed then
       j.att = j.att + 1
+      last = last + 1
+      j.del = last
       j.claimed = true
       j.dirty = true
       flight[#flight + 1] = ends
       flight[#flight + 1] = id
       out[#out + 1] = id
       out[#out + 1] = j.att
+      out[#out + 1] = last
       out[#out + 1] = j.due
       out[#out + 1] = j.payload
     end
@@ -133,6 +145,7 @@ call_all('HSET', JOBS, writes)
 call_all('HDEL', JOBS, tomb)
 if #flight > 0 then
   call_all('ZADD', FLIGHT, flight)
+  redis.call('HSET', META, 'delivery', int(last))
   count('n_delivered', #flight / 2)
   if lowered then
     -- Read only now (meta's type was checked when the call began).

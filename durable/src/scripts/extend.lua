@@ -1,31 +1,40 @@
 -- extend.lua: a worker extends the leases of the deliveries it still runs.
 --
--- KEYS     meta, flight (contract.rs, script_keys::EXTEND)
--- ARGV     lease_ms, then ids
--- Returns  { now, extended }: how many of the ids were in flight.
+-- KEYS     meta, jobs, flight (contract.rs, script_keys::EXTEND)
+-- ARGV     lease_ms, then pairs: id, delivery (at most MAX_BATCH pairs)
+-- Returns  { now, extended }: how many of those deliveries still held their job.
 --
--- Only jobs still in `flight` are touched (ZADD XX). Raising lease ends can leave the
--- lease marker `l` earlier than the earliest lease end: harmless, the leader then wakes
--- early, finds nothing ended, and moves the marker.
+-- Only a delivery that still holds its job is extended: the job is in `flight` and its
+-- record carries that delivery number (I1), so a late handler of a job cancelled and
+-- delivered again under the same id does not extend the new delivery's lease. Raising
+-- lease ends can leave the lease marker `l` earlier than the earliest lease end:
+-- harmless, the leader then wakes early, finds nothing ended, and moves the marker.
 local now = meta()
 local ends = now + arg_int(1, 'lease_ms', 1)
-local ids, args = {}, {}
-for i = 2, #ARGV do
-  ids[#ids + 1] = ARGV[i]
-  args[#args + 1] = ends
-  args[#args + 1] = ARGV[i]
+local n = (#ARGV - 1) / 2
+if n % 1 ~= 0 or n > MAX_BATCH then
+  error({ err = 'ERR bad arguments: ' .. #ARGV - 1 .. ', not at most ' .. MAX_BATCH
+    .. ' pairs of id and delivery' })
 end
-if #ids == 0 then
+if n == 0 then
   return { now, 0 }
 end
--- Counted by reading: ZADD's CH would miss a lease extended to the end it had. Both
--- commands go through lib.lua's read_all and call_all (Lua's unpack limit).
+local ids, dels = {}, {}
+for i = 1, n do
+  ids[i] = ARGV[2 * i]
+  dels[i] = arg_int(2 * i + 1, 'delivery', 1)
+end
+-- First every read, then the one write. Both reads and the write go through lib.lua's
+-- read_all and call_all (Lua's unpack limit).
 local held = read_all('zset', 'ZMSCORE', FLIGHT, ids)
-local extended = 0
-for i = 1, #held do
-  if held[i] then
-    extended = extended + 1
+local recs = read_all('hash', 'HMGET', JOBS, ids)
+local args = {}
+for i = 1, n do
+  local j = held[i] and recs[i] and readable(recs[i])
+  if j and j.loc == 's' and j.del == dels[i] then
+    args[#args + 1] = ends
+    args[#args + 1] = ids[i]
   end
 end
 call_all('ZADD', FLIGHT, args, 'XX')
-return { now, extended }
+return { now, #args / 2 }

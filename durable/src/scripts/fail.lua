@@ -2,10 +2,12 @@
 --
 -- KEYS     meta, jobs, due, ready, flight, dead, errors (contract.rs,
 --          script_keys::FAIL); bucket keys are built from meta's prefix
--- ARGV     id, attempt, backoff_ms, error
+-- ARGV     id, delivery, backoff_ms, error, and optionally `q`: the worker could not read
+--          what the claim handed it (an id that is not UTF-8), so the job goes to `dead`
+--          whatever its attempts, counted as quarantined (lib.lua's quarantine)
 -- Returns  { now, outcome }: 1 retried after backoff_ms, 2 dead (it was the last
---          attempt), 0 the delivery no longer holds the job (its lease ended, or it was
---          cancelled): nothing changed.
+--          attempt, or quarantined), 0 the delivery no longer holds the job (its lease
+--          ended, or it was cancelled): nothing changed.
 --
 -- Keeps I1-I5: the job leaves `flight`; a retry is inserted at now + backoff_ms as
 -- schedule.lua would (the wake published if earlier than the leader's), a dead job goes
@@ -13,10 +15,11 @@
 -- is removed.
 local now, armed = meta('armed')
 local id = ARGV[1]
-local attempt = arg_int(2, 'attempt', 1)
+local delivery = arg_int(2, 'delivery', 1)
 local backoff = arg_int(3, 'backoff_ms', 0)
-if #ARGV ~= 4 then
-  error({ err = 'ERR bad arguments: ' .. #ARGV .. ', not id, attempt, backoff, error' })
+local quarantined = ARGV[5] == 'q'
+if #ARGV ~= 4 and not (#ARGV == 5 and quarantined) then
+  error({ err = 'ERR bad arguments: ' .. #ARGV .. ', not id, delivery, backoff, error[, q]' })
 end
 -- First every read and check, then every write.
 local rec = read('hash', 'HGET', JOBS, id)
@@ -24,12 +27,13 @@ if not rec then
   return { now, 0 }
 end
 local j = readable(rec, id)
-if j.loc ~= 's' or j.att ~= attempt or not read('zset', 'ZSCORE', FLIGHT, id) then
+if j.loc ~= 's' or j.del ~= delivery or not read('zset', 'ZSCORE', FLIGHT, id) then
   return { now, 0 }
 end
 expect(ERRORS, 'hash')
 local b = batch(now)
-if j.att >= j.max then
+local dies = quarantined or j.att >= j.max
+if dies then
   expect(DEAD, 'zset')
 else
   j.due = now + backoff
@@ -38,11 +42,11 @@ else
 end
 redis.call('ZREM', FLIGHT, id)
 redis.call('HSET', ERRORS, id, ARGV[4])
-if j.att >= j.max then
+if dies then
   j.loc = 'd'
   redis.call('ZADD', DEAD, now, id)
   redis.call('HSET', JOBS, id, record(j))
-  count('n_died', 1)
+  count(quarantined and 'n_quarantined' or 'n_died', 1)
   return { now, 2 }
 end
 flush(b, armed, true)

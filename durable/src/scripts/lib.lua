@@ -27,7 +27,11 @@
 --
 -- Invariants kept by every script that moves a job (see src/lib.rs for the whole
 -- design):
---   I1. A job is a field of `jobs` whose value is `due|loc|attempts|max|skip|payload`.
+--   I1. A job is a field of `jobs` whose value is `due|loc|attempts|max|skip|payload`;
+--       a job in flight has its delivery number after loc 's' (`s<n>`): the value meta's
+--       `delivery` had when a claim handed it out (claim.lua). Acks, failure reports and
+--       extensions match on it. A record of an older format has `s` alone in flight: no
+--       delivery matches it, and it is delivered again when its lease ends.
 --   I2. loc is a level digit k: the job is in the set `b:<k>:<start>`, where start is its
 --       due time rounded down to the level's width, and `due` holds the member
 --       `b<k>:<start>` scored start - LEAD. One `due` member per non-empty bucket.
@@ -261,16 +265,16 @@ end
 -- A job record (I1) as a table, or nil if `rec` is not one; for calls a user makes
 -- (`id` given), an unreadable record is an error naming it.
 function readable(rec, id)
-  local due, loc, att, max, skip, pos =
-    string.match(rec, '^(%d+)|([%dsdx])|(%d+)|(%d+)|(%d+)|()')
-  if due == nil then
+  local due, loc, del, att, max, skip, pos =
+    string.match(rec, '^(%d+)|([%dsdx])(%d*)|(%d+)|(%d+)|(%d+)|()')
+  if due == nil or (del ~= '' and loc ~= 's') then
     if id then
       garbage(JOBS, unreadable(id))
     end
     return nil
   end
-  return { due = tonumber(due), loc = loc, att = tonumber(att), max = tonumber(max),
-           skip = tonumber(skip), payload = string.sub(rec, pos) }
+  return { due = tonumber(due), loc = loc, del = tonumber(del), att = tonumber(att),
+           max = tonumber(max), skip = tonumber(skip), payload = string.sub(rec, pos) }
 end
 
 function unreadable(id)
@@ -310,8 +314,13 @@ function quarantine_check()
   expect(ERRORS, 'hash')
 end
 
+-- A job as its record (I1): the delivery number `del` is written only with loc 's'.
 function record(j)
-  return string.format('%d|%s|%d|%d|%d|', j.due, j.loc, j.att, j.max, j.skip) .. j.payload
+  local loc = j.loc
+  if j.del and loc == 's' then
+    loc = 's' .. string.format('%d', j.del)
+  end
+  return string.format('%d|%s|%d|%d|%d|', j.due, loc, j.att, j.max, j.skip) .. j.payload
 end
 
 function bucket_key(member)
@@ -398,6 +407,8 @@ end
 -- horizon, and queues its record for writing. Returns nothing; `flush` applies it.
 function insert(b, id, j)
   local due, h = j.due, b.h
+  -- Not in flight any more: no delivery holds it.
+  j.del = nil
   if due <= b.now then
     j.loc = 's'
     local ready = b.ready

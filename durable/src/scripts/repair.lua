@@ -5,15 +5,18 @@
 --          prefix
 -- ARGV     token ('-' for none: an operator's pass; else the leader's, fenced as in
 --          tick.lua), what, then the chunk's ids or members. `what` is
---   jobs     ids from `jobs`: each record's place is checked (I2-I4, "Repairs" below)
+--   jobs     a cursor of `jobs`: the script reads the next page itself (HSCAN ... COUNT
+--            256, ids and records together), so no record (payload) leaves Redis and
+--            none is read twice; each record's place is checked (I2-I4, "Repairs" below)
 --   ready    ids that `jobs` reported, whose entries the caller did not count in `ready`
 --            as their records say: counted again here (one pass over `ready`)
 --   due      members of `due`          dead    ids of `dead`       errors  ids of `errors`
 --   recur    ids of `recur`            rnext   ids of `rnext`      rlow    ids of `rlow`
 --   flight   (no ids) the lease marker, if `flight` is not empty
--- Returns  { 0 } when fenced out; else { 1, placed, removed, id_1, skip_1, live_1, ... }:
---          jobs put back (or records corrected), entries removed, and (for `jobs`) the
---          jobs whose entries in `ready` the caller should count: those that should be
+-- Returns  { 0 } when fenced out; else { 1, placed, removed, cursor, id_1, skip_1, live_1,
+--          ... }: jobs put back (or records corrected), entries removed, the cursor of
+--          the next page of `jobs` (0: the last; always 0 for other steps), and (for
+--          `jobs`) the jobs whose entries in `ready` the caller should count: those that should be
 --          there (live 1: `skip` stale entries, then a live one) and those elsewhere
 --          with stale entries, and tombstones (live 0: exactly `skip` entries).
 --
@@ -31,16 +34,34 @@ if ARGV[1] ~= '-' and (token ~= ARGV[1] or (tonumber(expires) or 0) <= now) then
   return { 0 }
 end
 local what = ARGV[2]
+local out = { 1, 0, 0, 0 }
 -- Each id once: a scan may report one twice (HSCAN, while `jobs` is resized), and a job
 -- put twice in one call would be pushed twice (I5).
-local items, given = {}, {}
-for i = 3, #ARGV do
-  if not given[ARGV[i]] then
-    given[ARGV[i]] = true
-    items[#items + 1] = ARGV[i]
+local items, given, recs = {}, {}, nil
+if what == 'jobs' then
+  if #ARGV ~= 3 or not string.match(ARGV[3], '^%d+$') then
+    error({ err = 'ERR bad argument 3 (cursor): ' .. string.format('%q', tostring(ARGV[3])) })
+  end
+  local page = read('hash', 'HSCAN', JOBS, ARGV[3], 'COUNT', 256)
+  out[4] = page[1]
+  recs = {}
+  local pairs_ = page[2]
+  for i = 1, #pairs_, 2 do
+    local id = pairs_[i]
+    if not given[id] then
+      given[id] = true
+      items[#items + 1] = id
+      recs[#items] = pairs_[i + 1]
+    end
+  end
+else
+  for i = 3, #ARGV do
+    if not given[ARGV[i]] then
+      given[ARGV[i]] = true
+      items[#items + 1] = ARGV[i]
+    end
   end
 end
-local out = { 1, 0, 0 }
 local b = batch(now)
 local removes = {}   -- { key, command, member }
 local adds = {}      -- { key, command, args... }: the writes besides the batch
@@ -64,8 +85,8 @@ local function look_for(id, j, live)
 end
 
 if what == 'jobs' and #items > 0 then
-  -- Reads by kind, one command each per page (per bucket for bucket jobs).
-  local recs = read('hash', 'HMGET', JOBS, unpack(items))
+  -- Reads by kind, one command each per page (per bucket for bucket jobs); the records
+  -- came with the page.
   local dead, staged, buckets, order = {}, {}, {}, {}
   for i, id in ipairs(items) do
     local j = recs[i] and readable(recs[i])

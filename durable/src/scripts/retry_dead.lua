@@ -1,29 +1,46 @@
--- retry_dead.lua: gives a dead job a new set of attempts, due now.
+-- retry_dead.lua: gives dead jobs a new set of attempts, due now.
 --
 -- KEYS     meta, jobs, due, ready, dead (contract.rs,
 --          script_keys::RETRY_DEAD); bucket keys are built from meta's prefix
--- ARGV     id
--- Returns  1 if the job was dead and is now ready, else 0.
+-- ARGV     ids (one to MAX_BATCH)
+-- Returns  for each id: 1 if the job was dead and is now ready, 0 if the id names no
+--          dead job, -1 if it is dead with a record that cannot be read (quarantined by
+--          a leader or worker: nothing to retry; its error names it).
 --
--- Keeps I1-I5: the job leaves `dead` for `ready` with its attempts reset and its error
--- kept until it completes.
+-- Keeps I1-I5: the jobs leave `dead` for `ready` with their attempts reset and their
+-- errors kept until they complete. One call retries a whole page of an operator's
+-- "retry all dead".
+if #ARGV == 0 or #ARGV > MAX_BATCH then
+  error({ err = 'ERR bad arguments: ' .. #ARGV .. ' ids, not 1 to ' .. MAX_BATCH })
+end
 local now, armed = meta('armed')
-local id = ARGV[1]
-local rec = read('hash', 'HGET', JOBS, id)
-if not rec then
-  return 0
-end
-local j = readable(rec, id)
-if j.loc ~= 'd' then
-  return 0
-end
-j.att = 0
-j.due = now
+-- First every read and check, then every write.
+local recs = read_all('hash', 'HMGET', JOBS, ARGV)
+local out, gone, seen = {}, {}, {}
 local b = batch(now)
-insert(b, id, j)
--- Checked before the first write: `dead`, and where the job goes.
+for i = 1, #ARGV do
+  local id, rec = ARGV[i], recs[i]
+  local j = rec and not seen[id] and readable(rec)
+  if rec and j == nil and not seen[id] then
+    out[i] = -1
+  elseif j and j.loc == 'd' then
+    j.att = 0
+    j.due = now
+    insert(b, id, j)
+    gone[#gone + 1] = id
+    -- An id given twice is retried once.
+    seen[id] = true
+    out[i] = 1
+  else
+    out[i] = 0
+  end
+end
+if #gone == 0 then
+  return out
+end
+-- Checked before the first write: `dead`, and where the jobs go.
 expect(DEAD, 'zset')
 check_batch(b)
-redis.call('ZREM', DEAD, id)
+call_all('ZREM', DEAD, gone)
 flush(b, armed, true)
-return 1
+return out
