@@ -26,6 +26,7 @@ const COMMANDS: &[&str] = &[
     "HINCRBY",
     "HLEN",
     "HMGET",
+    "HSCAN",
     "HSET",
     "LLEN",
     "LRANGE",
@@ -51,7 +52,7 @@ const COMMANDS: &[&str] = &[
 /// The scripts' single-quoted upper-case words that are not commands (a command's
 /// options).
 #[cfg(test)]
-const OPTIONS: &[&str] = &["CH", "LIMIT", "LT", "NX", "WITHSCORES", "XX"];
+const OPTIONS: &[&str] = &["CH", "COUNT", "LIMIT", "LT", "NX", "WITHSCORES", "XX"];
 
 /// The check for the text Redis runs, given a script's text and the lib.lua text it gets
 /// (without `acl_refused`, whose own text names PUBLISH): `local acl = ... if not

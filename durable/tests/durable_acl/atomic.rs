@@ -142,7 +142,7 @@ async fn calls(
             "cancel ready" => queue.cancel("r").await.map(drop),
             "reschedule" => queue.reschedule("s", at(T0 + 10_800_000)).await.map(drop),
             "claim" => worker.try_claim(1).await.map(drop),
-            "extend" => worker.extend(["f1", "f2"]).await.map(drop),
+            "extend" => worker.extend(&flying).await.map(drop),
             "ack" => worker.ack(&flying[0]).await.map(drop),
             "fail" => worker.fail(&flying[1], "boom").await.map(drop),
             // The first step acquires, then ticks: if the acquire worked and the tick
