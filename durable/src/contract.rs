@@ -188,7 +188,7 @@ pub(crate) const RLOW_AT: u64 = 8;
 pub(crate) const MAX_BATCH: usize = 10_000;
 /// `LeaderOptions::busy_lease`'s default, in ms; the scripts use it only for a meta
 /// written before meta had its `busy` field.
-pub(crate) const DEFAULT_BUSY_LEASE_MS: u64 = 300;
+pub(crate) const DEFAULT_BUSY_LEASE_MS: u64 = 100;
 
 /// The width in ms of a bucket of `level`.
 pub(crate) fn level_width_ms(level: u8) -> u64 {

@@ -6,7 +6,7 @@
 //! at half its length. Scripts that add an earlier wake publish it on the queue's
 //! channel, to which every leader and candidate subscribes.
 //!
-//! The lease is as long as the quiet time ahead allows: `busy_lease` (300 ms) when work is
+//! The lease is as long as the quiet time ahead allows: `busy_lease` (100 ms) when work is
 //! near, up to `idle_lease` (60 s) when the next due work is further away than that, and
 //! never ending later than that work. A candidate sleeps until the lease it last saw
 //! ends, then tries to take it; a script that adds earlier work shortens a long lease
@@ -52,10 +52,11 @@ use tokio::time::Instant;
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct LeaderOptions {
-    /// The lease while work is near: a killed leader is replaced within this (300 ms).
+    /// The lease while work is near: a killed leader is replaced within this (100 ms).
     /// While work is near, the leader renews it every half of it (one small script
-    /// call), and a candidate looks at it about as often; jobs due while a killed
-    /// leader's lease runs out wait up to this long.
+    /// call, 20 a second at the default), and a candidate looks at it about as often;
+    /// jobs due while a killed leader's lease runs out wait up to this long. An idle
+    /// queue's lease is `idle_lease`, so this costs nothing while the queue is idle.
     pub busy_lease: Duration,
     /// The longest lease, taken when the next due work is further away (60 s). Both
     /// leases are kept within 10 ms and one day, the idle one no shorter than the busy.

@@ -276,15 +276,17 @@ async fn a_leader_whose_lease_ended_is_fenced_out() {
     );
     queue.schedule("j", b"p", Duration::ZERO).await.unwrap();
     queue
-        .schedule("k", b"p", Duration::from_millis(100))
+        .schedule("k", b"p", Duration::from_millis(50))
         .await
         .unwrap();
+    // Half the new leader's lease (the default busy lease, 100 ms), which is still live;
+    // "k" is due.
     queue
-        .advance_manual_clock(Duration::from_millis(100))
+        .advance_manual_clock(Duration::from_millis(50))
         .await
         .unwrap();
     // The old leader wakes up and ticks with its old token: it moves nothing and learns
-    // that it lost; the new one can still take over the lease as it ends.
+    // that it lost, and cannot take the live lease back.
     old.step().await.unwrap();
     assert!(!old.is_leading());
     assert_eq!(old.stats().promoted, 0);

@@ -36,7 +36,7 @@ use support::RedisServer;
 const LEASE_MS: u64 = 1_500;
 /// The leaders' lease while work is near (`LeaderOptions::busy_lease`'s default): a
 /// killed leader is replaced within it.
-const BUSY_LEASE_MS: u64 = 300;
+const BUSY_LEASE_MS: u64 = 100;
 /// What a process needs beyond a lease to act on its end here: a timer's lateness, a
 /// script's round trip, a busy 2-core machine.
 const MARGIN_MS: u64 = 250;
