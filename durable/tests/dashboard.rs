@@ -260,16 +260,16 @@ fn dashboard_in_a_browser_shows_what_redis_holds_and_retries_the_dead() {
         "the password reached the page"
     );
 
-    // The dead job's page: its error and its payload in hex.
-    browser.open(&format!("{base}/queue/reviews/job?id=dead%3A1"));
+    // The dead job's page before logging in: its state, its error and payload hidden.
+    let dead_job = format!("{base}/queue/reviews/job?id=dead%3A1");
+    browser.open(&dead_job);
     assert_eq!(browser.text("#state"), "dead");
-    assert_eq!(
-        browser.text("#last-error"),
-        "the <b>review</b> service said no"
-    );
-    assert!(browser
-        .text("#payload")
-        .starts_with("00000000  00 9f 92 96"));
+    for hidden in ["#last-error-hidden", "#payload-hidden"] {
+        assert_eq!(
+            browser.text(hidden),
+            "hidden: log in with the access token to see it"
+        );
+    }
 
     // No buttons before logging in; then "Retry all dead".
     browser.open(&format!("{base}/queue/reviews"));
@@ -281,6 +281,15 @@ fn dashboard_in_a_browser_shows_what_redis_holds_and_retries_the_dead() {
         "document.getElementById('token').value = {}; document.getElementById('login').submit()",
         json!(TOKEN)
     ));
+    // Logged in: the dead job's error and its payload in hex.
+    browser.open(&dead_job);
+    assert_eq!(
+        browser.text("#last-error"),
+        "the <b>review</b> service said no"
+    );
+    assert!(browser
+        .text("#payload")
+        .starts_with("00000000  00 9f 92 96"));
     browser.open(&format!("{base}/queue/reviews"));
     browser.submit("document.querySelector('button.retry-all').click()");
     assert_eq!(browser.text("#msg"), "retrying 2 dead jobs");
