@@ -216,6 +216,9 @@ async fn a_secure_cookie_is_marked_secure() {
     );
 }
 
+/// What a case is called, its dashboard, the request's headers, whether data shows.
+type Case<'a> = (&'a str, Dashboard, &'a [(&'a str, &'a str)], bool);
+
 #[tokio::test]
 async fn payloads_and_job_errors_need_the_token_unless_public_read() {
     let server = support::RedisServer::start();
@@ -227,7 +230,7 @@ async fn payloads_and_job_errors_need_the_token_unless_public_read() {
     ];
     let bearer = format!("Bearer {TOKEN}");
     let with_token = [("authorization", bearer.as_str())];
-    let cases: [(&str, Dashboard, &[(&str, &str)], bool); 6] = [
+    let cases: [Case; 6] = [
         (
             "a token, none given",
             Dashboard::new([queue.clone()]).action_token(TOKEN),

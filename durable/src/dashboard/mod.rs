@@ -9,8 +9,9 @@
 //! | --- | --- |
 //! | `/` | every queue: jobs scheduled, ready, in flight, dead; its leader |
 //! | `/queue/{name}` | one queue: the wheel by level, the leader and its token, promotion lag and throughput over time, when jobs come due over the next hour, day and week, the ready, in-flight and dead jobs (`?dead_from=N`: the dead jobs after the N oldest, 50 a page) |
-//! | `/queue/{name}/job?id=...` | one job: state, due time, attempts, last error, payload as text or hex |
+//! | `/queue/{name}/job?id=...` | one job: state, due time, attempts, last error, payload as text or hex (the last two with the token) |
 //! | `POST /queue/{name}/action` | cancel, run now, retry a dead job, retry all dead |
+//! | `POST /login`, `POST /logout` | open a session with the token; end it |
 //! | `/metrics` | Prometheus text format |
 //!
 //! Actions need an access token ([`Dashboard::action_token`]); without one, or with
