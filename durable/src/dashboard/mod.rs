@@ -227,7 +227,14 @@ fn same_token(given: &[u8], token: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::same_token;
+    use super::{same_token, Dashboard};
+
+    #[test]
+    fn debug_shows_no_token() {
+        let debug = format!("{:?}", Dashboard::new([]).action_token("s3cret-t0ken"));
+        assert!(!debug.contains("s3cret-t0ken"), "{debug}");
+        assert!(debug.contains("token: Some(\"<redacted>\")"), "{debug}");
+    }
 
     #[test]
     fn tokens_compare_whole() {
