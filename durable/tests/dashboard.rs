@@ -260,16 +260,16 @@ fn dashboard_in_a_browser_shows_what_redis_holds_and_retries_the_dead() {
         "the password reached the page"
     );
 
-    // The dead job's page: its error and its payload in hex.
-    browser.open(&format!("{base}/queue/reviews/job?id=dead%3A1"));
+    // The dead job's page before logging in: its state, its error and payload hidden.
+    let dead_job = format!("{base}/queue/reviews/job?id=dead%3A1");
+    browser.open(&dead_job);
     assert_eq!(browser.text("#state"), "dead");
-    assert_eq!(
-        browser.text("#last-error"),
-        "the <b>review</b> service said no"
-    );
-    assert!(browser
-        .text("#payload")
-        .starts_with("00000000  00 9f 92 96"));
+    for hidden in ["#last-error-hidden", "#payload-hidden"] {
+        assert_eq!(
+            browser.text(hidden),
+            "hidden: log in with the access token to see it"
+        );
+    }
 
     // No buttons before logging in; then "Retry all dead".
     browser.open(&format!("{base}/queue/reviews"));
@@ -281,6 +281,15 @@ fn dashboard_in_a_browser_shows_what_redis_holds_and_retries_the_dead() {
         "document.getElementById('token').value = {}; document.getElementById('login').submit()",
         json!(TOKEN)
     ));
+    // Logged in: the dead job's error and its payload in hex.
+    browser.open(&dead_job);
+    assert_eq!(
+        browser.text("#last-error"),
+        "the <b>review</b> service said no"
+    );
+    assert!(browser
+        .text("#payload")
+        .starts_with("00000000  00 9f 92 96"));
     browser.open(&format!("{base}/queue/reviews"));
     browser.submit("document.querySelector('button.retry-all').click()");
     assert_eq!(browser.text("#msg"), "retrying 2 dead jobs");
@@ -380,6 +389,41 @@ fn dashboard_in_a_browser_shows_what_redis_holds_and_retries_the_dead() {
     );
 }
 
+/// Kills the child process when dropped.
+struct Kill(Child);
+
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `tickless-durable serve <url> <args>` with the token, on a free port: the process and
+/// its address (from the line it prints at start).
+fn serve_bin(url: &str, args: &[&str]) -> (Kill, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tickless-durable"))
+        .args(["serve", url])
+        .args(args)
+        .env("TICKLESS_DASHBOARD_ADDR", "127.0.0.1:0")
+        .env("TICKLESS_DASHBOARD_TOKEN", TOKEN)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("run tickless-durable");
+    let stdout = child.stdout.take().unwrap();
+    let child = Kill(child);
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut BufReader::new(stdout), &mut line).unwrap();
+    assert!(line.contains("1 queue(s)"), "{line}");
+    let addr = line
+        .split("http://")
+        .nth(1)
+        .and_then(|rest| rest.split('/').next())
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_string();
+    (child, addr)
+}
+
 #[test]
 fn serve_finds_the_queues_and_refuses_actions_without_the_token() {
     let server = RedisServer::start();
@@ -407,31 +451,7 @@ fn serve_finds_the_queues_and_refuses_actions_without_the_token() {
         let mut leader = queue.leader(LeaderOptions::default());
         leader.step().await.unwrap();
     });
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tickless-durable"))
-        .args(["serve", &server.url()])
-        .env("TICKLESS_DASHBOARD_ADDR", "127.0.0.1:0")
-        .env("TICKLESS_DASHBOARD_TOKEN", TOKEN)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("run tickless-durable");
-    struct Kill(Child);
-    impl Drop for Kill {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let stdout = child.stdout.take().unwrap();
-    let _child = Kill(child);
-    let mut line = String::new();
-    std::io::BufRead::read_line(&mut BufReader::new(stdout), &mut line).unwrap();
-    assert!(line.contains("1 queue(s)"), "{line}");
-    let addr = line
-        .split("http://")
-        .nth(1)
-        .and_then(|rest| rest.split('/').next())
-        .unwrap_or_else(|| panic!("no address in {line:?}"))
-        .to_string();
+    let (_child, addr) = serve_bin(&server.url(), &[]);
     let reply = http(&addr, &get("/metrics", ""));
     assert_eq!(reply.status, 200, "{}", reply.body);
     assert!(
@@ -441,6 +461,15 @@ fn serve_finds_the_queues_and_refuses_actions_without_the_token() {
         "{}",
         reply.body
     );
+    // The payload: hidden without the token, shown with it, and to anyone with
+    // `--public-read`.
+    let job = |addr: &str, auth: &str| http(addr, &get("/queue/served/job?id=x", auth)).body;
+    let bearer = format!("Authorization: Bearer {TOKEN}\r\n");
+    let body = job(&addr, "");
+    assert!(body.contains("id=\"payload-hidden\"") && !body.contains("id=\"payload\""));
+    assert!(job(&addr, &bearer).contains("<pre id=\"payload\">1</pre>"));
+    let (_public, public) = serve_bin(&server.url(), &["--public-read"]);
+    assert!(job(&public, "").contains("<pre id=\"payload\">1</pre>"));
     let cancel = |auth: &str| post("/queue/served/action", auth, "action=cancel&id=x");
     assert_eq!(http(&addr, &cancel("")).status, 403, "no token");
     let wrong = cancel("Authorization: Bearer wrong\r\n");

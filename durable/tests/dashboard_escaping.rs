@@ -137,6 +137,9 @@ fn assert_clean(browser: &mut Browser, page: &str) {
     assert_eq!(bad, json!([]), "hostile input became markup on {page}");
 }
 
+/// What stands for a job's error or payload before logging in.
+const HIDDEN: &str = "hidden: log in with the access token to see it";
+
 /// What a queue's page shows of its user data.
 const QUEUE_PAGE: &str = "(() => {
     const q = s => document.querySelector(s);
@@ -194,7 +197,10 @@ fn check_queue_and_job_pages(browser: &mut Browser, h: &str, url: &str, logged_i
     assert_eq!(page["title"], json!(format!("{h} · tickless")), "{page}");
     assert_eq!(page["ready"], json!([ids.ready]), "{page}");
     assert_eq!(page["in_flight"], json!([ids.in_flight]), "{page}");
-    assert_eq!(page["dead"], json!([[ids.dead, h]]), "{page}");
+    // Errors and payloads show only to a logged-in browser.
+    let data = |text: &str| if logged_in { json!(text) } else { Value::Null };
+    let dead_error = if logged_in { h } else { HIDDEN };
+    assert_eq!(page["dead"], json!([[ids.dead, dead_error]]), "{page}");
     assert_eq!(
         page["schedules"],
         json!([[ids.schedule, ids.schedule]]),
@@ -224,12 +230,8 @@ fn check_queue_and_job_pages(browser: &mut Browser, h: &str, url: &str, logged_i
             job["queue"],
             json!([format!("queue {h}"), format!("/ops/queue/{h}")])
         );
-        assert_eq!(job["payload"], json!(h), "{job}");
-        let error = if id == ids.dead {
-            json!(h)
-        } else {
-            Value::Null
-        };
+        assert_eq!(job["payload"], data(h), "{job}");
+        let error = if id == ids.dead { data(h) } else { Value::Null };
         assert_eq!(job["error"], error, "{job}");
         let hidden = strings(&job["hidden_ids"]);
         assert_eq!(hidden.is_empty(), !logged_in, "{job}");

@@ -2,10 +2,11 @@
 //! dashboard refuses every action even with the token and leaves Redis as it was (read
 //! back whole with plain commands); the login refuses wrong tokens and sets no cookie
 //! for them; the login cookie is `HttpOnly` and `SameSite=Strict`, so a script of the
-//! page cannot read it and a form on another site cannot act with it.
+//! page cannot read it and a form on another site cannot act with it; logging out drops
+//! it. That the cookie holds a session, not the token, is `dashboard_session.rs`.
 //!
 //! The dashboard serves plain HTTP (TLS, where wanted, is a proxy's), so its cookie has
-//! no `Secure` attribute to check. Escaping of hostile input is `dashboard_escaping.rs`.
+//! no `Secure` attribute unless the operator asks (`dashboard_session.rs` checks that). Escaping of hostile input is `dashboard_escaping.rs`.
 
 mod browser;
 
@@ -146,18 +147,14 @@ fn read_only_refuses_every_action_even_with_the_token_and_changes_nothing_in_red
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let (addr, mut admin) = runtime.block_on(async {
         let queue = queue_with_one_of_each(&server, "ro").await;
-        // A twin over the same queue that takes the token, mounted beside it: where a
-        // browser that holds the login cookie comes from.
-        let app = axum::Router::new()
-            .nest(
-                "/ops",
-                Dashboard::new([queue.clone()])
-                    .action_token(TOKEN)
-                    .read_only(true)
-                    .sample_every(Duration::from_millis(100))
-                    .router(),
-            )
-            .nest("/rw", Dashboard::new([queue]).action_token(TOKEN).router());
+        let app = axum::Router::new().nest(
+            "/ops",
+            Dashboard::new([queue])
+                .action_token(TOKEN)
+                .read_only(true)
+                .sample_every(Duration::from_millis(100))
+                .router(),
+        );
         (serve(app).await, admin(&server).await)
     });
     let before = runtime.block_on(snapshot(&mut admin));
@@ -167,11 +164,9 @@ fn read_only_refuses_every_action_even_with_the_token_and_changes_nothing_in_red
     );
     let base = format!("http://{addr}/ops");
 
-    // No login at the read-only dashboard: refused, no cookie.
-    let reply = http(&addr, &post("/ops/login", "", &format!("token={TOKEN}")));
-    assert_eq!(reply.status, 403, "{}", reply.body);
-    assert!(reply.header("set-cookie").is_empty(), "{:?}", reply.headers);
-    let (cookie, _) = log_in(&addr, "/rw");
+    // The read-only dashboard takes a login (it shows payloads and job errors to those
+    // with the token), but its session acts no more than the token does.
+    let (cookie, _) = log_in(&addr, "/ops");
 
     let forms = [
         "action=cancel&id=waiting",
@@ -197,8 +192,8 @@ fn read_only_refuses_every_action_even_with_the_token_and_changes_nothing_in_red
         }
     }
 
-    // In the browser, with the login cookie the twin gave, as if logged in here: no
-    // button, no login form, "Read-only."; forms it forges itself are refused.
+    // In the browser, with that session's cookie: no action button (only "Log out"), no
+    // login form, "Read-only."; forms it forges itself are refused.
     let mut browser = Browser::launch();
     browser.open(&format!("{base}/queue/ro"));
     let (name, value) = cookie.split_once('=').unwrap();
@@ -213,7 +208,7 @@ fn read_only_refuses_every_action_even_with_the_token_and_changes_nothing_in_red
         "/queue/ro/job?id=doomed",
     ] {
         browser.open(&format!("{base}{page}"));
-        assert_eq!(post_forms(&mut browser), json!([]), "{page}");
+        assert_eq!(post_forms(&mut browser), json!(["/ops/logout"]), "{page}");
         assert_eq!(
             browser.eval("document.querySelectorAll('#login, input[type=password]').length"),
             json!(0),
@@ -338,14 +333,12 @@ fn login_refuses_wrong_tokens_and_its_cookie_is_http_only_and_same_site_strict()
         "a script of the page reads the login cookie"
     );
     let forms = post_forms(&mut browser);
+    let (logout, actions) = forms.as_array().unwrap().split_last().unwrap();
     assert!(
-        forms.as_array().unwrap().len() >= 2
-            && forms
-                .as_array()
-                .unwrap()
-                .iter()
-                .all(|f| f == "/ops/queue/login/action"),
-        "logged in: the job's buttons and no login form: {forms}"
+        actions.len() >= 2
+            && actions.iter().all(|f| f == "/ops/queue/login/action")
+            && logout == "/ops/logout",
+        "logged in: the job's buttons, no login form, a logout: {forms}"
     );
 
     // The forged form, from the other site: the cookie stays home, the action is
@@ -364,4 +357,10 @@ fn login_refuses_wrong_tokens_and_its_cookie_is_http_only_and_same_site_strict()
     browser.submit("document.getElementById('forged').submit()");
     assert_eq!(browser.text("#msg"), "cancelled \"waiting\"");
     assert!(!waiting(&mut admin), "the same site's form did not act");
+
+    // Logging out: the browser drops the cookie and is offered the login again.
+    browser.open(&format!("{base}/queue/login"));
+    browser.submit("document.querySelector('#logout button').click()");
+    assert_eq!(browser.cookies(&base), Vec::<Value>::new());
+    assert_eq!(post_forms(&mut browser), json!(["/ops/login"]));
 }

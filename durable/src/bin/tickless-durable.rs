@@ -118,14 +118,22 @@ struct Serve {
         default_value = "127.0.0.1:8025"
     )]
     addr: String,
-    /// The access token that actions (cancel, run now, retry) need. Prefer the environment
-    /// variable: a flag's value shows in the process list. Without a token the dashboard is
-    /// read-only.
+    /// The access token that actions (cancel, run now, retry) and reading payloads and job
+    /// errors need. Prefer the environment variable: a flag's value shows in the process
+    /// list. Without a token the dashboard is read-only and shows no payloads.
     #[arg(long, env = "TICKLESS_DASHBOARD_TOKEN", hide_env_values = true)]
     token: Option<String>,
     /// No actions, even with a token.
     #[arg(long, env = "TICKLESS_DASHBOARD_READ_ONLY", value_parser = clap::builder::FalseyValueParser::new())]
     read_only: bool,
+    /// Payloads and job errors shown to anyone who can reach the dashboard, not only to
+    /// those with the token.
+    #[arg(long, env = "TICKLESS_DASHBOARD_PUBLIC_READ", value_parser = clap::builder::FalseyValueParser::new())]
+    public_read: bool,
+    /// The login cookie marked `Secure`: set it when browsers reach the dashboard over
+    /// HTTPS (a proxy's TLS).
+    #[arg(long, env = "TICKLESS_DASHBOARD_SECURE_COOKIE", value_parser = clap::builder::FalseyValueParser::new())]
+    secure_cookie: bool,
 }
 
 /// Exit code of a command that found no such job.
@@ -385,6 +393,8 @@ async fn serve(args: Serve) -> Result<(), String> {
     let app = Dashboard::new(queues)
         .action_token(token)
         .read_only(args.read_only)
+        .public_read(args.public_read)
+        .secure_cookie(args.secure_cookie)
         .router();
     let addr = &args.addr;
     let listener = tokio::net::TcpListener::bind(addr)

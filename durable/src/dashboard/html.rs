@@ -23,12 +23,15 @@ pub(super) fn enc(text: &str) -> PercentEncode<'_> {
     utf8_percent_encode(text, UNRESERVED)
 }
 
-/// Where the dashboard is mounted ("" at the root), and whether actions are allowed and
-/// this browser is logged in.
+/// Where the dashboard is mounted ("" at the root), whether actions are allowed, whether
+/// this request has the token (a session or `Bearer`), whether a token is set at all (a
+/// login form), and whether payloads and job errors may be shown to it.
 pub(super) struct Ctx<'a> {
     pub(super) base: &'a str,
     pub(super) actions: bool,
     pub(super) logged_in: bool,
+    pub(super) login: bool,
+    pub(super) readable: bool,
     pub(super) message: Option<&'a str>,
 }
 
@@ -51,6 +54,15 @@ impl Ctx<'_> {
 
     /// A form with one button posting `action` (and `id`) to the queue; nothing when
     /// actions are off or the browser is not logged in.
+    /// What stands where a payload or a job error is hidden from this request.
+    pub(super) fn hidden(&self) -> &'static str {
+        if self.login {
+            "hidden: log in with the access token to see it"
+        } else {
+            "hidden: this dashboard has no access token (see public_read)"
+        }
+    }
+
     pub(super) fn button(
         &self,
         queue: &str,
@@ -85,8 +97,9 @@ polyline.rate{stroke:#4a7fb5}text.p50{fill:#4a7fb5}text.p99{fill:#c0504d}text.ra
 pre{background:#f4f4f4;padding:.6em;overflow:auto;max-height:30em}\
 .charts{display:grid;grid-template-columns:repeat(auto-fit,minmax(24em,1fr));gap:1em}";
 
-/// A whole page around `body`: the link home, the message of the last action, and the
-/// login form (or "Read-only.") at the foot.
+/// A whole page around `body`: the link home, the message of the last action, and at the
+/// foot the login form (or the logout button) when a token is set, and "Read-only."
+/// when actions are off.
 pub(super) fn page(ctx: &Ctx<'_>, title: &str, body: Markup) -> Markup {
     html! {
         (DOCTYPE)
@@ -105,18 +118,24 @@ pub(super) fn page(ctx: &Ctx<'_>, title: &str, body: Markup) -> Markup {
                     p class="msg" id="msg" { (message) }
                 }
                 (body)
-                @if ctx.actions && !ctx.logged_in {
+                @if ctx.login || !ctx.actions {
                     hr;
+                }
+                @if ctx.logged_in {
+                    form method="post" action={ (ctx.base) "/logout" } id="logout" {
+                        button type="submit" { "Log out" }
+                    }
+                } @else if ctx.login {
                     form method="post" action={ (ctx.base) "/login" } id="login" {
                         label {
-                            "Access token for actions "
+                            "Access token "
                             input type="password" name="token" id="token";
                         }
                         " "
                         button type="submit" { "Log in" }
                     }
-                } @else if !ctx.actions {
-                    hr;
+                }
+                @if !ctx.actions {
                     p { small { "Read-only." } }
                 }
             }
@@ -210,6 +229,8 @@ mod tests {
             base,
             actions: true,
             logged_in: true,
+            login: true,
+            readable: true,
             message: Some(EVIL),
         }
     }
@@ -242,11 +263,22 @@ mod tests {
     fn buttons_need_actions_and_a_login() {
         let mut ctx = logged_in("");
         assert!(!ctx.button("q", "retry-all", None, "Retry all").0.is_empty());
+        let html = page(&ctx, "t", html! {}).into_string();
+        assert!(
+            html.contains("id=\"logout\"") && !html.contains("login"),
+            "{html}"
+        );
         ctx.logged_in = false;
         assert!(ctx.button("q", "retry-all", None, "Retry all").0.is_empty());
         let html = page(&ctx, "t", html! {}).into_string();
         assert!(html.contains("id=\"login\""), "{html}");
         ctx.actions = false;
+        let html = page(&ctx, "t", html! {}).into_string();
+        assert!(
+            html.contains("Read-only.") && html.contains("id=\"login\""),
+            "{html}"
+        );
+        ctx.login = false;
         let html = page(&ctx, "t", html! {}).into_string();
         assert!(
             html.contains("Read-only.") && !html.contains("login"),

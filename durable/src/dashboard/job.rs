@@ -63,11 +63,16 @@ pub(super) fn job_page(
     page(ctx, id, body)
 }
 
-/// A job that exists: its state and times, its payload, and the actions its state
-/// allows.
+/// A job that exists: its state and times, its last error and payload (if this request
+/// may read them), and the actions its state allows.
 fn details(ctx: &Ctx<'_>, queue: &str, now: SystemTime, id: &str, info: &JobInfo) -> Markup {
     let state = format!("{:?}", info.state).to_lowercase();
-    let (kind, preview) = payload_preview(&info.payload);
+    // Not even computed for a request that may not read it.
+    let (kind, preview) = if ctx.readable {
+        payload_preview(&info.payload)
+    } else {
+        ("", String::new())
+    };
     let cut = if info.payload.len() > 4096 {
         ", the first 4 KiB"
     } else {
@@ -85,11 +90,20 @@ fn details(ctx: &Ctx<'_>, queue: &str, now: SystemTime, id: &str, info: &JobInfo
                 tr { th { "lease ends" } td { (ago(now, ends)) } }
             }
             @if let Some(error) = &info.last_error {
-                tr { th { "last error" } td id="last-error" { (error) } }
+                @if ctx.readable {
+                    tr { th { "last error" } td id="last-error" { (error) } }
+                } @else {
+                    tr { th { "last error" } td id="last-error-hidden" { (ctx.hidden()) } }
+                }
             }
         }
-        h2 { "Payload (" (info.payload.len()) " bytes, as " (kind) (cut) ")" }
-        pre id="payload" { (preview) }
+        @if ctx.readable {
+            h2 { "Payload (" (info.payload.len()) " bytes, as " (kind) (cut) ")" }
+            pre id="payload" { (preview) }
+        } @else {
+            h2 { "Payload (" (info.payload.len()) " bytes)" }
+            p id="payload-hidden" { (ctx.hidden()) }
+        }
         p {
             @if info.state == JobState::Dead {
                 (ctx.button(queue, "retry", Some(id), "Retry"))

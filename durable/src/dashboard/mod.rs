@@ -9,14 +9,24 @@
 //! | --- | --- |
 //! | `/` | every queue: jobs scheduled, ready, in flight, dead; its leader |
 //! | `/queue/{name}` | one queue: the wheel by level, the leader and its token, promotion lag and throughput over time, when jobs come due over the next hour, day and week, the ready, in-flight and dead jobs (`?dead_from=N`: the dead jobs after the N oldest, 50 a page) |
-//! | `/queue/{name}/job?id=...` | one job: state, due time, attempts, last error, payload as text or hex |
+//! | `/queue/{name}/job?id=...` | one job: state, due time, attempts, last error, payload as text or hex (the last two with the token) |
 //! | `POST /queue/{name}/action` | cancel, run now, retry a dead job, retry all dead |
+//! | `POST /login`, `POST /logout` | open a session with the token; end it |
 //! | `/metrics` | Prometheus text format |
 //!
 //! Actions need an access token ([`Dashboard::action_token`]); without one, or with
 //! [`Dashboard::read_only`], the dashboard shows no buttons and refuses every action. A
-//! browser logs in once with the token (a form on every page sets an `HttpOnly`,
-//! `SameSite=Strict` cookie); a script sends `Authorization: Bearer <token>`.
+//! browser logs in with the token (a form on every page) and gets a session: its
+//! `HttpOnly`, `SameSite=Strict` cookie holds a random id, never the token; logging out
+//! ends the session on the server, and so do 12 hours without a request (at most 1024
+//! sessions are kept, the least recently used dropped first). A script sends
+//! `Authorization: Bearer <token>` instead.
+//!
+//! Payloads and job errors (which often carry data) show only to a logged-in browser or a
+//! request with the token; other readers see "hidden" in their place. Without a token
+//! they show to no one. [`Dashboard::public_read`] shows them to anyone who can reach the
+//! dashboard. Everything else (counts, ids, due times, the leader) is readable without
+//! a token: serve the dashboard on loopback or behind a proxy that checks who comes.
 //!
 //! ```no_run
 //! use tickless_durable::{dashboard::Dashboard, Queue};
@@ -48,21 +58,40 @@ mod job;
 mod metrics;
 mod queue;
 mod routes;
+mod session;
 mod svg;
 
 use super::Queue;
 use history::History;
+use session::Sessions;
+use std::fmt;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 /// A dashboard over some queues; [`router`](Dashboard::router) makes it an axum
 /// [`Router`](axum::Router). See the [module docs](self).
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Dashboard {
     queues: Vec<Queue>,
     token: Option<String>,
     read_only: bool,
+    public_read: bool,
+    secure_cookie: bool,
     sample_every: Duration,
+}
+
+impl fmt::Debug for Dashboard {
+    /// Whether a token is set, never the token.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Dashboard")
+            .field("queues", &self.queues)
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("read_only", &self.read_only)
+            .field("public_read", &self.public_read)
+            .field("secure_cookie", &self.secure_cookie)
+            .field("sample_every", &self.sample_every)
+            .finish()
+    }
 }
 
 impl Dashboard {
@@ -74,12 +103,15 @@ impl Dashboard {
             queues: queues.into_iter().collect(),
             token: None,
             read_only: false,
+            public_read: false,
+            secure_cookie: false,
             sample_every: Duration::from_secs(5),
         }
     }
 
-    /// The token that allows actions (cancel, run now, retry). Without one, the
-    /// dashboard is read-only. An empty token counts as none.
+    /// The token that allows actions (cancel, run now, retry) and shows payloads and job
+    /// errors. Without one, the dashboard is read-only and shows neither (unless
+    /// [`public_read`](Dashboard::public_read)). An empty token counts as none.
     pub fn action_token(mut self, token: impl Into<String>) -> Dashboard {
         let token = token.into();
         self.token = (!token.is_empty()).then_some(token);
@@ -89,6 +121,21 @@ impl Dashboard {
     /// Read-only (`true`): no buttons, every action refused, even with a token.
     pub fn read_only(mut self, read_only: bool) -> Dashboard {
         self.read_only = read_only;
+        self
+    }
+
+    /// Payloads and job errors shown to anyone who can reach the dashboard (`true`), not
+    /// only to those with the token (the default: "hidden" in their place).
+    pub fn public_read(mut self, public_read: bool) -> Dashboard {
+        self.public_read = public_read;
+        self
+    }
+
+    /// The login cookie marked `Secure` (`true`), for a dashboard reached over HTTPS (a
+    /// proxy's TLS): the browser then never sends it over plain HTTP. Off by default,
+    /// since the dashboard itself serves plain HTTP.
+    pub fn secure_cookie(mut self, secure: bool) -> Dashboard {
+        self.secure_cookie = secure;
         self
     }
 
@@ -109,6 +156,7 @@ impl Dashboard {
                 .map(|_| Mutex::new(History::default()))
                 .collect(),
             actions: !self.read_only && self.token.is_some(),
+            sessions: Sessions::new(session::IDLE, session::MAX_SESSIONS),
             dashboard: self,
         });
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
@@ -125,6 +173,8 @@ struct State {
     /// One per queue, in the order of `dashboard.queues`.
     histories: Vec<Mutex<History>>,
     actions: bool,
+    /// The logged-in browsers.
+    sessions: Sessions,
 }
 
 impl State {
@@ -177,7 +227,14 @@ fn same_token(given: &[u8], token: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::same_token;
+    use super::{same_token, Dashboard};
+
+    #[test]
+    fn debug_shows_no_token() {
+        let debug = format!("{:?}", Dashboard::new([]).action_token("s3cret-t0ken"));
+        assert!(!debug.contains("s3cret-t0ken"), "{debug}");
+        assert!(debug.contains("token: Some(\"<redacted>\")"), "{debug}");
+    }
 
     #[test]
     fn tokens_compare_whole() {

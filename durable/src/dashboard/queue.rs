@@ -304,8 +304,8 @@ fn in_flight(ctx: &Ctx<'_>, queue: &str, now: SystemTime, jobs: &[(String, Syste
     }
 }
 
-/// A page of the dead jobs, oldest first, each with its last error and buttons to retry
-/// or delete it, and links to the next page and back to the first.
+/// A page of the dead jobs, oldest first, each with its last error (if this request may
+/// read it) and buttons to retry or delete it, and links to the next page and back to the first.
 fn dead(ctx: &Ctx<'_>, queue: &str, view: &QueueView<'_>) -> Markup {
     let (jobs, from) = (&view.dead, view.dead_from);
     let url = ctx.queue_url(queue);
@@ -334,7 +334,11 @@ fn dead(ctx: &Ctx<'_>, queue: &str, view: &QueueView<'_>) -> Markup {
                 tr {
                     td { (job_link(ctx, queue, &info.id)) }
                     td class="n" { (info.attempts) }
-                    td { (info.last_error.as_deref().unwrap_or("")) }
+                    @if ctx.readable {
+                        td { (info.last_error.as_deref().unwrap_or("")) }
+                    } @else {
+                        td class="hidden" { (ctx.hidden()) }
+                    }
                     td {
                         (ctx.button(queue, "retry", Some(&info.id), "Retry"))
                         (ctx.button(queue, "cancel", Some(&info.id), "Delete"))
@@ -411,6 +415,8 @@ mod tests {
             base: "/ops",
             actions: true,
             logged_in: true,
+            login: true,
+            readable: true,
             message: None,
         }
     }

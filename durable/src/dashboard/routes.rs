@@ -11,7 +11,7 @@ use axum::Router;
 use maud::{html, Markup};
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 type Shared = axum::extract::State<Arc<State>>;
 type Params = HashMap<String, String>;
@@ -26,6 +26,7 @@ pub(super) fn router(state: Arc<State>) -> Router {
         .route("/queue/{name}/job", get(job_page))
         .route("/queue/{name}/action", post(action))
         .route("/login", post(login))
+        .route("/logout", post(logout))
         .route("/metrics", get(metrics_text))
         .with_state(state)
 }
@@ -48,15 +49,17 @@ impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Base {
     }
 }
 
-/// The token this request carries: `Authorization: Bearer`, or the login cookie.
-fn given_token(headers: &HeaderMap) -> Option<Vec<u8>> {
-    if let Some(bearer) = headers
+/// The token of `Authorization: Bearer <token>`, if the request has one.
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
-    {
-        return Some(bearer.trim().as_bytes().to_vec());
-    }
+        .map(str::trim)
+}
+
+/// The session id of the login cookie, if the request has one.
+fn session_cookie(headers: &HeaderMap) -> Option<&str> {
     headers
         .get_all(header::COOKIE)
         .iter()
@@ -64,28 +67,33 @@ fn given_token(headers: &HeaderMap) -> Option<Vec<u8>> {
         .flat_map(|v| v.split(';'))
         .filter_map(|pair| pair.trim().split_once('='))
         .find(|(name, _)| *name == COOKIE)
-        .and_then(|(_, value)| unhex(value))
+        .map(|(_, value)| value)
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn unhex(text: &str) -> Option<Vec<u8>> {
-    if text.len() % 2 != 0 {
-        return None;
+/// Whether the request proves it has the token: by `Authorization: Bearer`, or by the
+/// cookie of an open session (which then counts as used now). Never without a token set.
+fn signed_in(state: &State, headers: &HeaderMap) -> bool {
+    let Some(token) = &state.dashboard.token else {
+        return false;
+    };
+    if let Some(given) = bearer(headers) {
+        return same_token(given.as_bytes(), token.as_bytes());
     }
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
-        .collect()
+    session_cookie(headers).is_some_and(|id| state.sessions.check(id, Instant::now()))
 }
 
-fn allowed(state: &State, headers: &HeaderMap) -> bool {
-    match (&state.dashboard.token, given_token(headers)) {
-        (Some(token), Some(given)) => state.actions && same_token(&given, token.as_bytes()),
-        _ => false,
-    }
+/// The `Set-Cookie` value for `value` at the mount path; `extra` is appended as it is.
+fn cookie(state: &State, base: &Base, value: &str, extra: &str) -> Option<HeaderValue> {
+    let path = if base.0.is_empty() { "/" } else { &base.0 };
+    let secure = if state.dashboard.secure_cookie {
+        "; Secure"
+    } else {
+        ""
+    };
+    HeaderValue::from_str(&format!(
+        "{COOKIE}={value}; HttpOnly; SameSite=Strict; Path={path}{secure}{extra}"
+    ))
+    .ok()
 }
 
 fn ctx<'a>(
@@ -94,10 +102,13 @@ fn ctx<'a>(
     headers: &HeaderMap,
     message: Option<&'a str>,
 ) -> Ctx<'a> {
+    let logged_in = signed_in(state, headers);
     Ctx {
         base: &base.0,
         actions: state.actions,
-        logged_in: allowed(state, headers),
+        logged_in,
+        login: state.dashboard.token.is_some(),
+        readable: logged_in || state.dashboard.public_read,
         message,
     }
 }
@@ -293,6 +304,7 @@ async fn action(
     }
 }
 
+/// Opens a session for the right token: its id goes in the cookie, the token nowhere.
 async fn login(
     axum::extract::State(state): Shared,
     base: Base,
@@ -303,32 +315,49 @@ async fn login(
         base: &base.0,
         actions: state.actions,
         logged_in: false,
+        login: state.dashboard.token.is_some(),
+        readable: state.dashboard.public_read,
         message: None,
     };
     let good = match &state.dashboard.token {
-        Some(token) => state.actions && same_token(given.as_bytes(), token.as_bytes()),
+        Some(token) => same_token(given.as_bytes(), token.as_bytes()),
         None => false,
     };
     if !good {
         return error_page(StatusCode::FORBIDDEN, &ctx, "wrong access token");
     }
-    let path = if base.0.is_empty() { "/" } else { &base.0 };
-    let cookie = format!(
-        "{COOKIE}={}; HttpOnly; SameSite=Strict; Path={path}",
-        hex(given.as_bytes())
-    );
-    let mut response = Redirect::to(&ctx.home()).into_response();
-    match HeaderValue::from_str(&cookie) {
-        Ok(value) => {
-            response.headers_mut().insert(header::SET_COOKIE, value);
-            response
-        }
-        Err(_) => error_page(
+    if cookie(&state, &base, "", "").is_none() {
+        return error_page(
             StatusCode::BAD_REQUEST,
             &ctx,
             "the mount path cannot be a cookie path",
-        ),
+        );
     }
+    let Some(id) = state.sessions.open(Instant::now()) else {
+        return error_page(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &ctx,
+            "no randomness for a session id",
+        );
+    };
+    let mut response = Redirect::to(&ctx.home()).into_response();
+    if let Some(value) = cookie(&state, &base, &id, "") {
+        response.headers_mut().insert(header::SET_COOKIE, value);
+    }
+    response
+}
+
+/// Ends this browser's session on the server and clears its cookie.
+async fn logout(axum::extract::State(state): Shared, base: Base, headers: HeaderMap) -> Response {
+    if let Some(id) = session_cookie(&headers) {
+        state.sessions.close(id);
+    }
+    let home = if base.0.is_empty() { "/" } else { &base.0 };
+    let mut response = Redirect::to(home).into_response();
+    if let Some(value) = cookie(&state, &base, "", "; Max-Age=0") {
+        response.headers_mut().insert(header::SET_COOKIE, value);
+    }
+    response
 }
 
 async fn metrics_text(axum::extract::State(state): Shared) -> Response {
@@ -348,25 +377,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn cookie_tokens_round_trip_through_hex() {
-        assert_eq!(
-            unhex(&hex(b"s3cret; =\xff")),
-            Some(b"s3cret; =\xff".to_vec())
-        );
-        assert_eq!(unhex("abc"), None);
-        assert_eq!(unhex("zz"), None);
-    }
-
-    #[test]
-    fn tokens_come_from_bearer_or_cookie() {
+    fn bearer_and_session_come_from_their_headers() {
         let mut headers = HeaderMap::new();
-        assert_eq!(given_token(&headers), None);
+        assert_eq!((bearer(&headers), session_cookie(&headers)), (None, None));
         headers.insert(
             header::COOKIE,
             HeaderValue::from_static("a=b; tickless_dashboard=6869"),
         );
-        assert_eq!(given_token(&headers), Some(b"hi".to_vec()));
+        assert_eq!(session_cookie(&headers), Some("6869"));
         headers.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer yo"));
-        assert_eq!(given_token(&headers), Some(b"yo".to_vec()));
+        assert_eq!(bearer(&headers), Some("yo"));
     }
 }
