@@ -295,7 +295,7 @@ mod tests {
         assert!(header.contains("META = KEYS[1] JOBS = KEYS[2] DUE = KEYS[3] READY = KEYS[4] "));
         assert!(!header.contains("FLIGHT = "));
         assert!(header.contains("'wake'"));
-        assert!(header.contains("= 1024, 64, 6, 256, 256, 8, 300, 10000 "));
+        assert!(header.contains("= 1024, 64, 6, 256, 256, 8, 100, 10000 "));
     }
 
     #[test]
