@@ -15,20 +15,15 @@ use redis::AsyncCommands;
 use serde_json::json;
 use std::io::BufReader;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant, SystemTime};
-use support::RedisServer;
+use std::time::{Duration, Instant};
+use support::{at, RedisServer, T0};
 use tickless_durable::dashboard::Dashboard;
 use tickless_durable::{LeaderOptions, Queue, WorkerOptions};
 
 const PASSWORD: &str = "hunter2-not-on-the-page";
 const TOKEN: &str = "let-me-act";
-const T0: u64 = 1_700_000_000_000;
 /// A dead job's id that is markup, to see it shown as text.
 const EVIL_ID: &str = "<img src=x id=evil onerror=alert(1)>&\"'";
-
-fn at(ms: u64) -> SystemTime {
-    SystemTime::UNIX_EPOCH + Duration::from_millis(ms)
-}
 
 /// What Redis holds, read with plain commands (not the crate's reads).
 struct Truth {

@@ -15,14 +15,12 @@ use tickless_test_support as support;
 
 use browser::{enc, serve, Browser};
 use serde_json::{json, Value};
-use std::time::{Duration, SystemTime};
-use support::RedisServer;
+use std::time::Duration;
+use support::{at, RedisServer, T0};
 use tickless_durable::dashboard::Dashboard;
 use tickless_durable::{Leader, LeaderOptions, Queue, WorkerOptions};
 
 const TOKEN: &str = "let-me-act";
-const T0: u64 = 1_700_000_000_000;
-
 /// Each names a queue and is the id, payload, error, leader name and script error in
 /// it. Every element or attribute one would create carries `pwned`; each script it
 /// would run opens a dialog.
@@ -36,10 +34,6 @@ const HOSTILE: [&str; 8] = [
     "javascript:alert(7)//",
     "</style></pre><b pwned>&amp;8</b>",
 ];
-
-fn at(ms: u64) -> SystemTime {
-    SystemTime::UNIX_EPOCH + Duration::from_millis(ms)
-}
 
 /// The ids of queue `h`'s jobs: ready, in flight, dead, and its recurring schedule.
 struct Ids {

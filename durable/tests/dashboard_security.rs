@@ -16,19 +16,13 @@ use browser::{http, post, serve, Browser};
 use redis::AsyncCommands;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use std::time::{Duration, SystemTime};
-use support::RedisServer;
+use std::time::Duration;
+use support::{at, RedisServer, T0};
 use tickless_durable::dashboard::Dashboard;
 use tickless_durable::{Queue, WorkerOptions};
 
 const TOKEN: &str = "let-me-act";
 const COOKIE: &str = "tickless_dashboard";
-const T0: u64 = 1_700_000_000_000;
-
-fn at(ms: u64) -> SystemTime {
-    SystemTime::UNIX_EPOCH + Duration::from_millis(ms)
-}
-
 async fn admin(server: &RedisServer) -> redis::aio::MultiplexedConnection {
     redis::Client::open(server.admin_url())
         .unwrap()

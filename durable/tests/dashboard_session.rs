@@ -6,22 +6,16 @@
 use axum::body::Body;
 use axum::http::{header, Request, StatusCode};
 use axum::Router;
-use std::time::{Duration, SystemTime};
 use tickless_durable::dashboard::Dashboard;
 use tickless_durable::{Queue, WorkerOptions};
 use tickless_test_support as support;
+use tickless_test_support::{at, T0};
 use tower::ServiceExt as _;
 
 const TOKEN: &str = "let-me-act";
 const COOKIE: &str = "tickless_dashboard";
 const PAYLOAD: &str = "card 4242-4242";
 const ERROR: &str = "declined for alice@example.com";
-const T0: u64 = 1_700_000_000_000;
-
-fn at(ms: u64) -> SystemTime {
-    SystemTime::UNIX_EPOCH + Duration::from_millis(ms)
-}
-
 /// A queue on the manual clock with one dead job, `doomed`, whose payload and last error
 /// are data: `PAYLOAD`, `ERROR`.
 async fn queue_with_a_dead_job(server: &support::RedisServer, test: &str) -> Queue {

@@ -11,17 +11,13 @@ mod idle;
 mod after;
 
 use std::time::{Duration, SystemTime};
-use support::{queue_name, RedisServer};
+use support::{at, queue_name, RedisServer, T0};
 use tickless_durable::{Backoff, Failed, JobState, LeaderOptions, Queue, When, WorkerOptions};
 
 async fn queue(server: &RedisServer, test: &str) -> Queue {
     Queue::connect(&server.url(), &queue_name(test))
         .await
         .expect("connect")
-}
-
-fn at(ms: u64) -> SystemTime {
-    SystemTime::UNIX_EPOCH + Duration::from_millis(ms)
 }
 
 /// A connection to `server` as its default user (all permissions, whatever the
@@ -33,8 +29,6 @@ async fn admin(server: &RedisServer) -> redis::aio::MultiplexedConnection {
         .await
         .unwrap()
 }
-
-const T0: u64 = 1_700_000_000_000;
 
 #[tokio::test]
 async fn scheduled_job_is_delivered_after_its_due_time_and_not_before() {

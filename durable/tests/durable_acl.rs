@@ -12,17 +12,11 @@ use tickless_test_support as support;
 mod atomic;
 
 use std::collections::BTreeSet;
-use std::time::{Duration, Instant, SystemTime};
-use support::{queue_name, readme_acl, readme_user, RedisServer};
+use std::time::{Duration, Instant};
+use support::{at, queue_name, readme_acl, readme_user, RedisServer, T0};
 use tickless_durable::{
     CatchUp, ConnectOptions, Error, Failed, JobState, LeaderOptions, Queue, WorkerOptions,
 };
-
-const T0: u64 = 1_700_000_000_000;
-
-fn at(ms: u64) -> SystemTime {
-    SystemTime::UNIX_EPOCH + Duration::from_millis(ms)
-}
 
 type Admin = redis::aio::MultiplexedConnection;
 

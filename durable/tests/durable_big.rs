@@ -8,18 +8,12 @@
 use tickless_test_support as support;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use support::{queue_name, RedisServer};
+use std::time::Duration;
+use support::{at, queue_name, RedisServer, T0};
 use tickless_durable::{CatchUp, Job, Leader, LeaderOptions, Queue, Worker, WorkerOptions};
 
-/// A multiple of 1024 ms (level 0's bucket width), 26,624 ms into a level-1 bucket.
-const T0: u64 = 1_700_000_000_000;
 /// More jobs than one unpack of two values per job takes (~8,000 values).
 const MANY: usize = 4100;
-
-fn at(ms: u64) -> SystemTime {
-    UNIX_EPOCH + Duration::from_millis(ms)
-}
 
 async fn queue(server: &RedisServer, test: &str) -> Queue {
     let queue = Queue::connect(&server.url(), &queue_name(test))

@@ -3,15 +3,8 @@
 
 use tickless_test_support as support;
 
-use std::time::{Duration, SystemTime};
-use support::{queue_name, RedisServer};
+use support::{at, queue_name, RedisServer, T0};
 use tickless_durable::{JobState, Queue};
-
-fn at(ms: u64) -> SystemTime {
-    SystemTime::UNIX_EPOCH + Duration::from_millis(ms)
-}
-
-const T0: u64 = 1_700_000_000_000;
 
 /// Script calls Redis has run since its stats were reset, however they were sent (but
 /// those refused, as an `EVALSHA` of a script not loaded yet).

@@ -3,15 +3,9 @@
 
 use tickless_test_support as support;
 
-use std::time::{Duration, SystemTime};
-use support::RedisServer;
+use std::time::Duration;
+use support::{at, RedisServer, T0};
 use tickless_durable::{Backoff, LeaderOptions, Queue, WorkerOptions};
-
-fn at(ms: u64) -> SystemTime {
-    SystemTime::UNIX_EPOCH + Duration::from_millis(ms)
-}
-
-const T0: u64 = 1_700_000_000_000;
 
 #[tokio::test]
 async fn counters_follow_schedules_promotions_deliveries_and_outcomes() {

@@ -4,18 +4,14 @@
 
 use tickless_test_support as support;
 
-use std::time::{Duration, SystemTime};
-use support::{queue_name, RedisServer};
+use std::time::Duration;
+use support::{at, queue_name, RedisServer, T0};
 use tickless_durable::{Failed, JobState, LeaderOptions, Queue, When, WorkerOptions};
 
 async fn queue(server: &RedisServer, test: &str) -> Queue {
     Queue::connect(&server.url(), &queue_name(test))
         .await
         .expect("connect")
-}
-
-fn at(ms: u64) -> SystemTime {
-    SystemTime::UNIX_EPOCH + Duration::from_millis(ms)
 }
 
 /// A connection to `server` as its default user, to plant records by hand.
@@ -26,8 +22,6 @@ async fn admin(server: &RedisServer) -> redis::aio::MultiplexedConnection {
         .await
         .unwrap()
 }
-
-const T0: u64 = 1_700_000_000_000;
 
 /// The case: a job cancelled in flight, scheduled again under the same id and
 /// delivered again; the first handler's late ack and failure report must not touch the

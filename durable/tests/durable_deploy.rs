@@ -15,15 +15,9 @@ mod isolation;
 mod migration;
 
 use cluster::{assert_none_early, assert_same_clock, run_queues, schedule_spread, spread_names};
-use std::time::{Duration, SystemTime};
-use support::{queue_name, RedisServer};
+use std::time::Duration;
+use support::{at, queue_name, RedisServer, T0};
 use tickless_durable::{ConnectOptions, LeaderOptions, Queue, WorkerOptions};
-
-const T0: u64 = 1_700_000_000_000;
-
-fn at(ms: u64) -> SystemTime {
-    SystemTime::UNIX_EPOCH + Duration::from_millis(ms)
-}
 
 /// `url` with `password` put in: `rediss://:<password>@host:port/`.
 fn with_password(url: &str, password: &str) -> String {

@@ -7,8 +7,8 @@ use tickless_test_support as support;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, TestRunner};
 use std::collections::BTreeMap;
-use std::time::{Duration, SystemTime};
-use support::{queue_name, RedisServer};
+use std::time::Duration;
+use support::{at, queue_name, RedisServer};
 use tickless_durable::{Backoff, Failed, Job, JobState, Queue, WorkerOptions};
 
 const IDS: u8 = 8;
@@ -95,10 +95,6 @@ impl Model {
             }
         }
     }
-}
-
-fn at(ms: u64) -> SystemTime {
-    SystemTime::UNIX_EPOCH + Duration::from_millis(ms)
 }
 
 async fn run_case(url: &str, start: u64, ops: Vec<Op>) -> Result<(), TestCaseError> {

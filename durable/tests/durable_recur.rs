@@ -6,17 +6,11 @@
 
 use tickless_test_support as support;
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use support::{queue_name, RedisServer};
+use std::time::Duration;
+use support::{at, queue_name, RedisServer, T0};
 use tickless_durable::{
     CatchUp, Leader, LeaderOptions, Queue, Recurrence, ScheduleInfo, Worker, WorkerOptions,
 };
-
-const T0: u64 = 1_700_000_000_000;
-
-fn at(ms: u64) -> SystemTime {
-    UNIX_EPOCH + Duration::from_millis(ms)
-}
 
 /// `y-m-d h:mi` UTC in ms, for the few instants these tests name.
 fn utc(y: i32, mo: u32, d: u32, h: u32, mi: u32) -> u64 {

@@ -4,15 +4,9 @@
 use tickless_test_support as support;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::{Duration, Instant, SystemTime};
-use support::{queue_name, RedisServer};
+use std::time::{Duration, Instant};
+use support::{at, queue_name, RedisServer, T0};
 use tickless_durable::{Job, JobState, LeaderOptions, Queue, WorkerOptions};
-
-const T0: u64 = 1_700_000_000_000;
-
-fn at(ms: u64) -> SystemTime {
-    SystemTime::UNIX_EPOCH + Duration::from_millis(ms)
-}
 
 async fn admin(server: &RedisServer) -> redis::aio::MultiplexedConnection {
     redis::Client::open(server.admin_url())

@@ -10,7 +10,7 @@ use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
-use support::{queue_name, RedisServer};
+use support::{at, queue_name, RedisServer, T0};
 use tickless_durable::{LeaderOptions, Queue, When, WorkerOptions};
 
 /// Binds `port` (Redis's, while it is down) and records when each connection was tried,
@@ -161,12 +161,6 @@ fn while_redis_is_down_the_loops_try_at_a_steady_bounded_pace_and_nothing_is_los
         assert!(leader.stats().leading);
         worker.abort();
     })
-}
-
-const T0: u64 = 1_700_000_000_000;
-
-fn at(ms: u64) -> SystemTime {
-    SystemTime::UNIX_EPOCH + Duration::from_millis(ms)
 }
 
 /// With work near, the lease a leader holds, as taken and as renewed, ends within its

@@ -12,12 +12,22 @@ pub use redis_cluster::{master_of_slot_seen_by, RedisCluster, NODE_TIMEOUT_MS};
 pub use redis_server::{make_ca, make_client_certificate, RedisServer};
 pub use redis_variant::{readme_acl, readme_user, Variant};
 
+/// The moment the durable tests set their manual clocks to (2023-11-14 22:13:20 UTC), in
+/// milliseconds since the Unix epoch: far from zero and from today, so that a test which
+/// reads the wall clock by mistake sees a day that is not its own.
+pub const T0: u64 = 1_700_000_000_000;
+
+/// `ms` milliseconds after the Unix epoch.
+pub fn at(ms: u64) -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_millis(ms)
+}
+
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll, RawWaker, RawWakerVTable, Wake, Waker};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 use tickless::Timer;
 
 pub const MS: Duration = Duration::from_millis(1);
