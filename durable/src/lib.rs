@@ -39,7 +39,9 @@
 //!
 //! # Guarantees
 //!
-//! - **Idempotent on id**: scheduling an id that names a job adds nothing.
+//! - **Idempotent on id**: scheduling an id that names a job adds nothing. Once the job
+//!   completes its id is free: a schedule sent again after its answer was lost, and
+//!   after the job it stored already ran, schedules it again.
 //! - **Never early**: a job reaches the ready list only when the queue's clock (Redis
 //!   `TIME`, one clock for every machine) has reached its due time.
 //! - **At least once**: a job leaves Redis only when a worker acks the delivery that
