@@ -128,6 +128,7 @@ unexpected_cfgs = "allow"
 # As in our Cargo.toml, so that dependencies built for our tests are reused.
 [profile.dev]
 opt-level = 1
+debug = "line-tables-only"
 
 [profile.dev.package."*"]
 opt-level = 2
