@@ -1,7 +1,8 @@
 //! A master of a Redis Cluster killed with SIGKILL while jobs flow and schedules keep
 //! coming, from clients with `wait_for_replicas` and without: what its replica had is
-//! what survives, a schedule `WAIT` acknowledged is never lost, only deliveries the dead
-//! master handed out come twice, and deliveries resume soon after the promotion.
+//! what survives, a schedule `WAIT` acknowledged is never lost, a job comes twice only
+//! if the dead master handed it out or its schedule, in flight at the kill, was sent
+//! again after it ran, and deliveries resume soon after the promotion.
 //! Real time: the failover is the cluster's own (node timeout 1 s).
 
 use super::cluster::{
