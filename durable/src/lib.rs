@@ -226,6 +226,7 @@ mod single;
 mod stats;
 mod tls;
 mod trace;
+mod when;
 mod worker;
 
 pub use backoff::Backoff;
@@ -234,11 +235,12 @@ pub use error::Error;
 pub use leader::{Leader, LeaderOptions};
 pub use leader_handle::{LeaderHandle, LeaderStats};
 pub use peek::{queue_names, Counters, DueBucket};
-pub use queue::{CatchUp, Queue, When, MAX_ID_BYTES, MAX_PAYLOAD_BYTES, MAX_QUEUE_NAME_BYTES};
+pub use queue::{Queue, MAX_ID_BYTES, MAX_PAYLOAD_BYTES, MAX_QUEUE_NAME_BYTES};
 pub use recur::{Recurrence, ScheduleInfo};
 pub use repair::Repaired;
 pub use reply::{JobInfo, JobState};
 pub use stats::Stats;
+pub use when::{CatchUp, When};
 // README.md's examples are doc tests too: the quick start runs against the Redis in
 // `REDIS_URL` (scripts/test.sh starts one), the others compile (one needs `dashboard`).
 #[cfg(all(doctest, feature = "dashboard"))]

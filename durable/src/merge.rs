@@ -32,8 +32,9 @@
 //! each waiter (`abandon`: a driver dropped with its runtime), so no waiter is ever left
 //! behind. An `After` delay counts from the call: the time it waited is taken off.
 
-use super::queue::{Queue, When};
+use super::queue::Queue;
 use super::scripts::scripts;
+use super::when::When;
 use super::Error;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;

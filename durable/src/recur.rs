@@ -4,8 +4,9 @@
 
 use super::contract::{system_time, Key, MAX_DUE_MS};
 use super::error::Error;
-use super::queue::{check_id, CatchUp, Queue, MAX_ID_BYTES, MAX_PAYLOAD_BYTES};
+use super::queue::{check_id, Queue, MAX_ID_BYTES, MAX_PAYLOAD_BYTES};
 use super::scripts::scripts;
+use super::when::CatchUp;
 use chrono::TimeZone as _;
 use std::collections::HashMap;
 use std::str::FromStr as _;
