@@ -217,18 +217,7 @@ async fn info_field(conn: &mut MultiplexedConnection, section: &str, field: &str
 
 /// Commands served so far (script-inner calls included), less INFO's own.
 async fn commands(conn: &mut MultiplexedConnection) -> f64 {
-    let text = info(conn, "commandstats").await;
-    text.lines()
-        .filter(|l| l.starts_with("cmdstat_") && !l.starts_with("cmdstat_info:"))
-        .filter_map(|l| {
-            l.split("calls=")
-                .nth(1)?
-                .split(',')
-                .next()?
-                .parse::<f64>()
-                .ok()
-        })
-        .sum()
+    tickless_test_support::calls_but_info(&info(conn, "commandstats").await) as f64
 }
 
 /// Redis's CPU time so far, in µs.

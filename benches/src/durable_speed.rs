@@ -84,18 +84,9 @@ fn cpu_s(server: &RedisServer) -> f64 {
 
 /// `INFO commandstats` as (command, calls, usec).
 fn commandstats(server: &RedisServer) -> Vec<(String, f64, f64)> {
-    info(server, "commandstats")
-        .lines()
-        .filter_map(|l| {
-            let (name, rest) = l.strip_prefix("cmdstat_")?.split_once(':')?;
-            let get = |key: &str| -> f64 {
-                rest.split(',')
-                    .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or(0.0)
-            };
-            Some((name.to_string(), get("calls"), get("usec")))
-        })
+    tickless_test_support::command_stats(&info(server, "commandstats"))
+        .into_iter()
+        .map(|stat| (stat.name, stat.calls as f64, stat.usec))
         .collect()
 }
 

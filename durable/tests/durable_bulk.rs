@@ -14,30 +14,10 @@ async fn script_calls(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
         .query_async(conn)
         .await
         .unwrap();
-    info.lines()
-        .filter(|line| {
-            ["cmdstat_eval:", "cmdstat_evalsha:", "cmdstat_fcall:"]
-                .iter()
-                .any(|p| line.starts_with(p))
-        })
-        .filter_map(|line| {
-            let field = |name: &str| -> Option<u64> {
-                line.split(&format!(",{name}="))
-                    .nth(1)?
-                    .split(',')
-                    .next()?
-                    .parse()
-                    .ok()
-            };
-            let calls: u64 = line
-                .split("calls=")
-                .nth(1)?
-                .split(',')
-                .next()?
-                .parse()
-                .ok()?;
-            Some(calls - field("failed_calls").unwrap_or(0))
-        })
+    support::command_stats(&info)
+        .iter()
+        .filter(|stat| ["eval", "evalsha", "fcall"].contains(&stat.name.as_str()))
+        .map(|stat| stat.ran())
         .sum()
 }
 

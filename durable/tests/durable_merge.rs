@@ -26,12 +26,7 @@ async fn queue(server: &RedisServer, test: &str) -> Queue {
 
 /// `EVALSHA` calls since the last `CONFIG RESETSTAT`.
 fn script_calls(server: &RedisServer) -> u64 {
-    let stats = server.cli(&["INFO", "commandstats"]);
-    stats
-        .lines()
-        .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
-        .and_then(|rest| rest.split(',').next())
-        .map_or(0, |calls| calls.parse().expect("a count"))
+    tickless_test_support::calls_of(&server.cli(&["INFO", "commandstats"]), &["evalsha"])
 }
 
 /// Pauses the server's writes (scripts included) until [`unpause`].

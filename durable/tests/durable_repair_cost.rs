@@ -24,21 +24,14 @@ struct Cost {
     wall: Duration,
 }
 
-fn info_field(info: &str, prefix: &str, field: &str) -> u64 {
+/// The number after `name:` in an `INFO` reply.
+fn info_value(info: &str, name: &str) -> u64 {
     info.lines()
-        .filter(|line| line.starts_with(prefix))
-        .filter_map(|line| {
-            let rest = line.split(&format!("{field}=")).nth(1).or_else(|| {
-                line.strip_prefix(prefix)
-                    .filter(|_| field.is_empty())
-                    .map(|r| r.trim_start_matches(':'))
-            })?;
-            rest.split(',').next()?.trim().parse::<u64>().ok()
-        })
-        .sum()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
+        .and_then(|value| value.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in INFO"))
 }
 
-/// Redis's CPU time so far (user and system), in milliseconds.
 async fn cpu_ms(admin: &mut redis::aio::MultiplexedConnection) -> u64 {
     let info: String = redis::cmd("INFO")
         .arg("cpu")
@@ -96,13 +89,14 @@ async fn repair_cost(n: usize, payload_bytes: usize) -> Cost {
         .query_async(&mut admin)
         .await
         .unwrap();
-    let ran = |name: &str| {
-        info_field(&commands, name, "calls") - info_field(&commands, name, "failed_calls")
-    };
     Cost {
-        bytes_out: info_field(&stats, "total_net_output_bytes", ""),
+        bytes_out: info_value(&stats, "total_net_output_bytes"),
         redis_cpu_ms,
-        scripts: ran("cmdstat_evalsha:") + ran("cmdstat_fcall:"),
+        scripts: support::command_stats(&commands)
+            .iter()
+            .filter(|stat| ["evalsha", "fcall"].contains(&stat.name.as_str()))
+            .map(|stat| stat.ran())
+            .sum(),
         wall,
     }
 }

@@ -14,18 +14,10 @@ async fn calls_by_command(
         .query_async(conn)
         .await
         .unwrap();
-    text.lines()
-        .filter_map(|l| {
-            let (name, rest) = l.strip_prefix("cmdstat_")?.split_once(':')?;
-            let calls = rest
-                .split("calls=")
-                .nth(1)?
-                .split(',')
-                .next()?
-                .parse()
-                .ok()?;
-            (name != "info").then(|| (name.to_string(), calls))
-        })
+    support::command_stats(&text)
+        .into_iter()
+        .filter(|stat| stat.name != "info")
+        .map(|stat| (stat.name, stat.calls))
         .collect()
 }
 
@@ -187,17 +179,7 @@ async fn commands_served(conn: &mut redis::aio::MultiplexedConnection) -> u64 {
         .query_async(conn)
         .await
         .unwrap();
-    text.lines()
-        .filter(|l| l.starts_with("cmdstat_") && !l.starts_with("cmdstat_info:"))
-        .filter_map(|l| {
-            l.split("calls=")
-                .nth(1)?
-                .split(',')
-                .next()?
-                .parse::<u64>()
-                .ok()
-        })
-        .sum()
+    support::calls_but_info(&text)
 }
 
 #[test]

@@ -4,10 +4,12 @@
 //! is a hang, and for the durable tests real `redis-server`s of their own (a single node,
 //! a cluster, TLS and ACL variants). Never published.
 
+mod info;
 mod redis_cluster;
 mod redis_server;
 mod redis_variant;
 
+pub use info::{calls_but_info, calls_of, command_stats, CommandStat};
 pub use redis_cluster::{master_of_slot_seen_by, RedisCluster, NODE_TIMEOUT_MS};
 pub use redis_server::{make_ca, make_client_certificate, RedisServer};
 pub use redis_variant::{readme_acl, readme_user, Variant};
