@@ -305,6 +305,12 @@ async fn a_masters_kill_9_fails_over_and_deliveries_resume_none_lost_none_promot
         .unwrap()
         .expect("the promotion watcher");
     let promotion = promoted.seen.duration_since(killed_at).unwrap();
+    // Shown with a failure's output: which queues the kill could explain.
+    eprintln!(
+        "killed {victim} at {killed_at:?}, serving {on_victim:?}; promoted {promoted:?}; \
+         its replica held {} of their jobs",
+        held.len()
+    );
     until_answered(
         &calls,
         &names,
