@@ -487,10 +487,9 @@ impl Queue {
     /// is not searched for there, but marked so that the worker that pops it drops it.
     ///
     /// Cancelling a job in flight does not stop its handler; that delivery's ack then
-    /// finds nothing to complete. One exception: acks match a delivery by id and attempt,
-    /// so if the id is scheduled again and delivered before the old handler acks, the old
-    /// ack completes the new delivery (both are attempt 1). To run a job again after
-    /// cancelling it in flight, give it a new id.
+    /// finds nothing to complete. Acks match a delivery by its number
+    /// ([`Job::delivery`](super::Job::delivery)), so even if the id is scheduled again
+    /// and delivered before the old handler acks, the old ack completes nothing.
     ///
     /// # Errors
     ///
