@@ -209,6 +209,7 @@ mod contract;
 pub mod dashboard;
 mod error;
 mod inspect;
+mod job;
 mod leader;
 mod leader_handle;
 mod merge;
@@ -247,4 +248,5 @@ pub use when::{CatchUp, When};
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
 
-pub use worker::{Failed, Job, Worker, WorkerOptions};
+pub use job::{Failed, Job};
+pub use worker::{Worker, WorkerOptions};

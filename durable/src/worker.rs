@@ -13,11 +13,11 @@
 //! worker that dies while waiting loses nothing, and an idle worker costs no commands.
 
 use super::backoff::Backoff;
-use super::contract::{system_time, Key, MAX_BATCH};
+use super::contract::{Key, MAX_BATCH};
 use super::error::away;
 use super::error::Error;
+use super::job::{job, Failed, Job};
 use super::queue::Queue;
-use super::reply::Reply;
 use super::retry::Retry;
 use super::scripts::scripts;
 use std::collections::HashMap;
@@ -25,7 +25,7 @@ use std::fmt::Display;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
@@ -77,125 +77,6 @@ impl Default for WorkerOptions {
                 .with_jitter(1.0),
         }
     }
-}
-
-/// One delivery of a job.
-///
-/// # Examples
-///
-/// Claiming and acknowledging by hand ([`Worker::run`] does this for a handler):
-///
-/// ```no_run
-/// use std::time::Duration;
-/// use tickless_durable::{Queue, WorkerOptions};
-///
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> Result<(), tickless_durable::Error> {
-/// # let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1/".into());
-/// let queue = Queue::connect(&url, "reviews").await?;
-/// queue.schedule("order:42", b"5 stars", Duration::ZERO).await?; // due now: ready at once
-///
-/// let mut worker = queue.worker(WorkerOptions::default());
-/// for job in worker.claim(10).await? {
-///     assert_eq!((job.id(), job.payload(), job.attempt()), ("order:42", &b"5 stars"[..], 1));
-///     assert!(job.claimed_at() >= job.due());
-///     println!("{} handled {:?} after its due time", job.id(), job.lag());
-///     assert!(worker.ack(&job).await?, "this delivery still held the job");
-/// }
-/// # Ok(())
-/// # }
-/// ```
-#[derive(Clone, Debug)]
-pub struct Job {
-    id: String,
-    payload: Vec<u8>,
-    attempt: u32,
-    delivery: u64,
-    due_ms: u64,
-    claimed_ms: u64,
-    received: Instant,
-}
-
-impl Job {
-    /// The job's id.
-    pub fn id(&self) -> &str {
-        &self.id
-    }
-
-    /// The job's payload.
-    pub fn payload(&self) -> &[u8] {
-        &self.payload
-    }
-
-    /// Which delivery this is: 1 for the first, more after failures or lease ends.
-    pub fn attempt(&self) -> u32 {
-        self.attempt
-    }
-
-    /// This delivery's number, unique within the queue: each claim of a job gets the next
-    /// one. [`Worker::ack`], [`Worker::fail`] and [`Worker::extend`] act only if this
-    /// delivery still holds the job, so a late handler of a job cancelled and scheduled
-    /// again under the same id can neither complete, fail nor keep the new delivery.
-    pub fn delivery(&self) -> u64 {
-        self.delivery
-    }
-
-    /// When the job was due, on the queue's clock.
-    pub fn due(&self) -> SystemTime {
-        system_time(self.due_ms)
-    }
-
-    /// When this delivery was claimed, on the queue's clock (never before [`due`]).
-    ///
-    /// [`due`]: Job::due
-    pub fn claimed_at(&self) -> SystemTime {
-        system_time(self.claimed_ms)
-    }
-
-    /// How late the job is now: from its due time to the claim on the queue's clock, plus
-    /// the time since the claim's answer arrived here. Called at the start of a handler,
-    /// it is the due-to-handler lag.
-    pub fn lag(&self) -> Duration {
-        Duration::from_millis(self.claimed_ms.saturating_sub(self.due_ms)) + self.received.elapsed()
-    }
-}
-
-/// What became of a failed delivery (see [`Worker::fail`]).
-///
-/// # Examples
-///
-/// ```no_run
-/// use std::time::Duration;
-/// use tickless_durable::{Failed, Queue, WorkerOptions};
-///
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> Result<(), tickless_durable::Error> {
-/// # let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1/".into());
-/// let queue = Queue::connect(&url, "emails").await?.with_max_attempts(2);
-/// queue.schedule("welcome:7", b"ann@example.com", Duration::ZERO).await?;
-/// let mut worker = queue.worker(WorkerOptions::default());
-///
-/// let first = worker.claim(1).await?.remove(0);
-/// let failed = worker.fail(&first, "smtp: 451 try again later").await?;
-/// assert_eq!(failed, Failed::Retried); // attempt 1 of 2: again after the backoff
-/// match failed {
-///     Failed::Retried => println!("{} retried after the backoff", first.id()),
-///     Failed::Dead => println!("{} is in the dead set", first.id()),
-///     Failed::LeaseLost => println!("{} is no longer ours", first.id()),
-///     _ => {}
-/// }
-/// # Ok(())
-/// # }
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Failed {
-    /// It will be delivered again after the backoff.
-    Retried,
-    /// It was the last attempt: the job is in the dead set.
-    Dead,
-    /// This delivery no longer held the job (its lease ended, or it was cancelled).
-    LeaseLost,
 }
 
 /// Takes a queue's ready jobs: [`run`](Worker::run) a handler on each, or claim and
@@ -629,32 +510,4 @@ fn spawn_handler<H, F, E>(
         };
         let _ = done.send((job, result));
     });
-}
-
-/// The job at `reply[i..i + 5]` (id, attempt, delivery, due, payload); or, if its id is
-/// not UTF-8, the id's bytes and the delivery, for [`Worker::quarantine`].
-fn job(
-    reply: &mut Reply,
-    i: usize,
-    now: u64,
-    received: Instant,
-) -> Result<Result<Job, (Vec<u8>, u64)>, Error> {
-    let id = reply.take_bytes(i)?;
-    let attempt = u32::try_from(reply.int(i + 1)?).unwrap_or(u32::MAX);
-    let delivery = reply.int(i + 2)?.max(0) as u64;
-    let due_ms = reply.int(i + 3)?.max(0) as u64;
-    let payload = reply.take_bytes(i + 4)?;
-    let id = match String::from_utf8(id) {
-        Ok(id) => id,
-        Err(err) => return Ok(Err((err.into_bytes(), delivery))),
-    };
-    Ok(Ok(Job {
-        id,
-        attempt,
-        delivery,
-        due_ms,
-        payload,
-        claimed_ms: now,
-        received,
-    }))
 }
