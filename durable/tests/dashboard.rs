@@ -136,11 +136,7 @@ fn dashboard_in_a_browser_shows_what_redis_holds_and_retries_the_dead() {
     // variant too, where README's user is left aside: its password is README's).
     let secret_url = server.url_as("", PASSWORD);
     let (base, mut admin, _leader) = runtime.block_on(async {
-        let mut admin = redis::Client::open(server.admin_url())
-            .unwrap()
-            .get_multiplexed_async_connection()
-            .await
-            .unwrap();
+        let mut admin = server.admin().await;
         let _: () = redis::cmd("CONFIG")
             .arg("SET")
             .arg("requirepass")
@@ -429,11 +425,7 @@ fn serve_finds_the_queues_and_refuses_actions_without_the_token() {
     runtime.block_on(async {
         if server.is_acl() {
             // README: the dashboard's user needs `+scan` too (`durable::queue_names`).
-            let mut admin = redis::Client::open(server.admin_url())
-                .unwrap()
-                .get_multiplexed_async_connection()
-                .await
-                .unwrap();
+            let mut admin = server.admin().await;
             let _: () = redis::cmd("ACL")
                 .arg(&["SETUSER", &support::readme_user().0, "+scan"])
                 .query_async(&mut admin)

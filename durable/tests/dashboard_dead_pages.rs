@@ -28,11 +28,7 @@ async fn the_dead_jobs_are_shown_a_page_at_a_time() {
     let server = support::RedisServer::start();
     let name = support::queue_name("dead-pages");
     let queue = Queue::connect(&server.url(), &name).await.unwrap();
-    let mut conn = redis::Client::open(server.admin_url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut conn = server.admin().await;
     let key = |suffix: &str| format!("tickless:{{{name}}}:{suffix}");
     // 60 dead jobs (a page shows 50), oldest first by when they died.
     let mut pipe = redis::pipe();

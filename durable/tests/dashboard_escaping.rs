@@ -271,11 +271,7 @@ fn hostile_names_ids_payloads_and_errors_stay_text_on_every_page() {
     let server = RedisServer::start();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let (addr, mut admin, _leaders) = runtime.block_on(async {
-        let mut admin = redis::Client::open(server.admin_url())
-            .unwrap()
-            .get_multiplexed_async_connection()
-            .await
-            .unwrap();
+        let mut admin = server.admin().await;
         let mut queues = Vec::new();
         let mut leaders = Vec::new();
         for h in HOSTILE {

@@ -23,14 +23,6 @@ use tickless_durable::{Queue, WorkerOptions};
 
 const TOKEN: &str = "let-me-act";
 const COOKIE: &str = "tickless_dashboard";
-async fn admin(server: &RedisServer) -> redis::aio::MultiplexedConnection {
-    redis::Client::open(server.admin_url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap()
-}
-
 /// A queue named `name` on the manual clock at T0 with one job of each kind an action
 /// works on: `waiting` (due in a minute: cancel, run now), `doomed` (dead: retry,
 /// delete, retry all) and the recurring schedule `hourly` (remove).
@@ -149,7 +141,7 @@ fn read_only_refuses_every_action_even_with_the_token_and_changes_nothing_in_red
                 .sample_every(Duration::from_millis(100))
                 .router(),
         );
-        (serve(app).await, admin(&server).await)
+        (serve(app).await, server.admin().await)
     });
     let before = runtime.block_on(snapshot(&mut admin));
     assert!(
@@ -257,7 +249,7 @@ fn login_refuses_wrong_tokens_and_its_cookie_is_http_only_and_same_site_strict()
             axum::routing::get(move || async move { axum::response::Html(forged) }),
         );
         tokio::spawn(async move { axum::serve(listener, app).await });
-        (addr.to_string(), admin(&server).await)
+        (addr.to_string(), server.admin().await)
     });
     let base = format!("http://{addr}/ops");
     let waiting = |admin: &mut redis::aio::MultiplexedConnection| -> bool {

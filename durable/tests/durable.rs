@@ -20,16 +20,6 @@ async fn queue(server: &RedisServer, test: &str) -> Queue {
         .expect("connect")
 }
 
-/// A connection to `server` as its default user (all permissions, whatever the
-/// variant), for a test to look at or tamper with the queue's keys.
-async fn admin(server: &RedisServer) -> redis::aio::MultiplexedConnection {
-    redis::Client::open(server.admin_url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap()
-}
-
 #[tokio::test]
 async fn scheduled_job_is_delivered_after_its_due_time_and_not_before() {
     let server = RedisServer::start();
@@ -306,7 +296,7 @@ async fn near_work_shortens_the_lease_to_the_leaders_own_busy_lease() {
     // Renewed on an idle queue: the lease runs to the idle lease's end.
     tokio::time::sleep(Duration::from_millis(120)).await;
     leader.step().await.unwrap();
-    let mut conn = admin(&server).await;
+    let mut conn = server.admin().await;
     let meta = format!("tickless:{{{name}}}:meta");
     let expires = |conn: &mut redis::aio::MultiplexedConnection| {
         let mut conn = conn.clone();
@@ -343,7 +333,7 @@ async fn the_fencing_token_grows_even_when_meta_is_lost() {
         leader.step().await.unwrap();
         assert!(leader.is_leading());
         tokens.push(leader.stats().token);
-        let mut conn = admin(&server).await;
+        let mut conn = server.admin().await;
         let _: () = redis::cmd("DEL")
             .arg(format!("tickless:{{{name}}}:meta"))
             .query_async(&mut conn)
@@ -359,7 +349,7 @@ async fn the_fencing_token_grows_even_when_meta_is_lost() {
 async fn idempotent_calls_ride_over_a_connection_closed_while_idle() {
     let server = RedisServer::start();
     let queue = queue(&server, "killed").await;
-    let mut admin = admin(&server).await;
+    let mut admin = server.admin().await;
     let kill_the_others = |admin: &mut redis::aio::MultiplexedConnection| {
         let mut admin = admin.clone();
         async move {
@@ -403,7 +393,7 @@ async fn idempotent_calls_ride_over_a_connection_closed_while_idle() {
 #[tokio::test]
 async fn a_user_without_the_channel_is_refused_at_connect_and_the_readme_grant_works() {
     let server = RedisServer::start();
-    let mut admin = admin(&server).await;
+    let mut admin = server.admin().await;
     let acl = |args: &'static [&'static str]| {
         let mut admin = admin.clone();
         async move {
@@ -466,7 +456,7 @@ async fn a_user_without_the_channel_is_refused_at_connect_and_the_readme_grant_w
 #[tokio::test]
 async fn a_corrupted_key_stops_a_move_before_it_writes_and_loses_no_job() {
     let server = RedisServer::start();
-    let mut admin = admin(&server).await;
+    let mut admin = server.admin().await;
     for corrupt in ["ready", "bucket"] {
         let name = queue_name(&format!("corrupt-{corrupt}"));
         let queue = Queue::connect(&server.url(), &name).await.unwrap();
@@ -566,7 +556,7 @@ async fn a_corrupted_key_stops_a_move_before_it_writes_and_loses_no_job() {
 async fn a_delay_is_counted_from_the_microsecond_redis_got_the_call() {
     let server = RedisServer::start();
     let queue = queue(&server, "micro").await;
-    let mut conn = admin(&server).await;
+    let mut conn = server.admin().await;
     for round in 0..50_u64 {
         let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
         let before_us = secs * 1_000_000 + micros;
@@ -616,7 +606,7 @@ async fn a_password_in_the_url_never_shows() {
             assert!(!shown.contains(SECRET), "{shown}");
         }
     }
-    let mut conn = admin(&server).await;
+    let mut conn = server.admin().await;
     let _: () = redis::cmd("CONFIG")
         .arg(&["SET", "requirepass", SECRET])
         .query_async(&mut conn)
@@ -690,7 +680,7 @@ async fn garbage_in_the_queue_keys_is_an_error_naming_the_key() {
     let server = RedisServer::start();
     let name = queue_name("garbage");
     let queue = Queue::connect(&server.url(), &name).await.unwrap();
-    let mut conn = admin(&server).await;
+    let mut conn = server.admin().await;
     let jobs = format!("tickless:{{{name}}}:jobs");
     let _: () = redis::cmd("HSET")
         .arg(&jobs)
@@ -764,7 +754,7 @@ async fn far_jobs_share_coarse_buckets_with_one_due_member_each() {
         )
     });
     queue.schedule_batch(jobs).await.unwrap();
-    let mut conn = admin(&server).await;
+    let mut conn = server.admin().await;
     let due: Vec<String> = redis::cmd("ZRANGE")
         .arg(format!("tickless:{{{name}}}:due"))
         .arg(0)
@@ -798,7 +788,7 @@ async fn unreadable_records_are_set_aside_and_the_queue_goes_on() {
     let name = queue_name("quarantine");
     let queue = Queue::connect(&server.url(), &name).await.unwrap();
     queue.set_manual_clock(Some(at(T0))).await.unwrap();
-    let mut conn = admin(&server).await;
+    let mut conn = server.admin().await;
     let jobs = format!("tickless:{{{name}}}:jobs");
     // One job in a bucket and one in the ready list get their records overwritten.
     queue

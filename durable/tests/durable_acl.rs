@@ -20,14 +20,6 @@ use tickless_durable::{
 
 type Admin = redis::aio::MultiplexedConnection;
 
-async fn admin(server: &RedisServer) -> Admin {
-    redis::Client::open(server.admin_url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap()
-}
-
 /// A command of the test's own, as the default user.
 async fn cmd<T: redis::FromRedisValue>(admin: &mut Admin, args: &[&str]) -> T {
     redis::cmd(args[0])
@@ -416,7 +408,7 @@ fn bucket_member(bucket: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_role_runs_as_exactly_the_readmes_acl_user() {
     let server = RedisServer::start();
-    let mut admin = admin(&server).await;
+    let mut admin = server.admin().await;
     let acl = readme_acl();
     assert!(acl.contains(&"-@all".to_string()), "{acl:?}");
     // Set here whatever the variant (the `acl` variant's server has the user already).
@@ -439,7 +431,7 @@ async fn each_grant_of_the_readmes_acl_line_is_needed_by_some_call() {
     // `HELLO` for URLs that ask for RESP3. The roles run without them.
     let client_only = ["+client", "+hello"];
     let server = RedisServer::start();
-    let mut admin = admin(&server).await;
+    let mut admin = server.admin().await;
     let (_, password) = readme_user();
     let rules = readme_rules();
     let mut outcomes: Vec<(String, Option<Failure>)> = Vec::new();
@@ -477,7 +469,7 @@ async fn each_grant_of_the_readmes_acl_line_is_needed_by_some_call() {
 #[tokio::test]
 async fn the_readmes_extra_grants_are_what_their_features_need() {
     let server = RedisServer::start();
-    let mut admin = admin(&server).await;
+    let mut admin = server.admin().await;
     let extras = readme_extras();
     for extra in ["+wait", "+scan"] {
         assert!(extras.contains(&extra.to_string()), "{extras:?}");
@@ -521,7 +513,7 @@ async fn the_readmes_extra_grants_are_what_their_features_need() {
 #[tokio::test]
 async fn a_missing_grant_is_a_permission_error_naming_the_grant_and_takes_nothing() {
     let server = RedisServer::start();
-    let mut admin = admin(&server).await;
+    let mut admin = server.admin().await;
     let (user, password) = readme_user();
     let mut rules = readme_rules();
     rules.retain(|rule| rule != "+ltrim");
@@ -550,7 +542,7 @@ async fn a_missing_grant_is_a_permission_error_naming_the_grant_and_takes_nothin
 #[tokio::test]
 async fn every_command_named_in_the_sources_is_granted() {
     let server = RedisServer::start_plain(&[]);
-    let mut admin = admin(&server).await;
+    let mut admin = server.admin().await;
     let granted: BTreeSet<String> = readme_rules()
         .into_iter()
         .chain(readme_extras())

@@ -63,15 +63,6 @@ fn llen(server: &RedisServer, queue: &Queue, key: &str) -> usize {
 /// The most jobs one script call takes (contract.rs's `MAX_BATCH`).
 const MAX_BATCH: usize = 10_000;
 
-/// An admin connection to `server` (the default user, whatever the variant).
-async fn admin(server: &RedisServer) -> redis::aio::MultiplexedConnection {
-    redis::Client::open(server.admin_url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap()
-}
-
 /// One script call as Redis logged it (`EVALSHA`/`EVAL`/`FCALL` and their `_RO` forms:
 /// a name or hash, the number of keys, the keys, then `ARGV`), of which the `ARGV`.
 #[derive(Debug)]
@@ -294,7 +285,7 @@ async fn extending_4100_running_jobs_extends_every_lease() {
 #[tokio::test]
 async fn batches_above_the_most_a_call_takes_are_clamped() {
     let server = RedisServer::start();
-    let mut admin = admin(&server).await;
+    let mut admin = server.admin().await;
     let queue = queue(&server, "clamped").await;
     let all = ids(MAX_BATCH + 50);
     // Due over 8 s, in level-0 buckets past the staged window.
@@ -347,7 +338,7 @@ async fn batches_above_the_most_a_call_takes_are_clamped() {
 #[tokio::test]
 async fn a_cancel_batch_of_10_120_ids_removes_every_job_128_ids_per_call() {
     let server = RedisServer::start();
-    let mut admin = admin(&server).await;
+    let mut admin = server.admin().await;
     let queue = queue(&server, "bigcancel").await;
     let in_bucket = ids(4100);
     let ready: Vec<String> = (0..6000).map(|i| format!("r{i}")).collect();

@@ -30,11 +30,7 @@ async fn the_dead_set_is_read_and_retried_a_page_at_a_time() {
         .unwrap()
         .with_max_attempts(1);
     queue.set_manual_clock(Some(at(T0))).await.unwrap();
-    let mut conn = redis::Client::open(server.admin_url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut conn = server.admin().await;
     let key = |suffix: &str| format!("tickless:{{{name}}}:{suffix}");
 
     // 10,001 dead jobs, as a worker's last failed attempt leaves them (lib.lua's I1, loc

@@ -70,11 +70,7 @@ async fn script_failures_met_by_leaders_and_workers_are_counted_in_the_queue() {
     queue.set_manual_clock(Some(at(T0))).await.unwrap();
     queue.schedule("due", b"x", at(T0)).await.unwrap();
     queue.schedule("later", b"x", at(T0 + 100)).await.unwrap();
-    let mut admin = redis::Client::open(server.admin_url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut admin = server.admin().await;
     let ready = "tickless:{failing}:ready";
     let _: () = redis::pipe()
         .del(ready)

@@ -14,15 +14,6 @@ async fn queue(server: &RedisServer, test: &str) -> Queue {
         .expect("connect")
 }
 
-/// A connection to `server` as its default user, to plant records by hand.
-async fn admin(server: &RedisServer) -> redis::aio::MultiplexedConnection {
-    redis::Client::open(server.admin_url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap()
-}
-
 /// The case: a job cancelled in flight, scheduled again under the same id and
 /// delivered again; the first handler's late ack and failure report must not touch the
 /// second delivery (both have attempt 1: only the delivery tells them apart).
@@ -134,7 +125,7 @@ async fn an_in_flight_record_of_the_old_format_is_delivered_again_at_lease_end()
     queue.set_manual_clock(Some(at(T0))).await.unwrap();
     let mut leader = queue.leader(LeaderOptions::default());
     leader.step().await.unwrap();
-    let mut conn = admin(&server).await;
+    let mut conn = server.admin().await;
     let key = |suffix: &str| format!("tickless:{{{name}}}:{suffix}");
     let ends = T0 + 1_000;
     let _: () = redis::pipe()
@@ -167,7 +158,7 @@ async fn a_worker_sets_aside_a_job_it_cannot_read_and_goes_on() {
     let server = RedisServer::start();
     let name = queue_name("worker-quarantine");
     let queue = Queue::connect(&server.url(), &name).await.unwrap();
-    let mut conn = admin(&server).await;
+    let mut conn = server.admin().await;
     let key = |suffix: &str| format!("tickless:{{{name}}}:{suffix}");
     let bad: &[u8] = b"bad-\xff\xfe";
     let _: () = redis::pipe()

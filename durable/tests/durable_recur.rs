@@ -433,8 +433,7 @@ async fn bad_schedules_get_clear_errors_and_a_bad_key_stops_a_set_before_it_writ
         .unwrap_err();
     assert!(err.is_invalid_id(), "{err}");
 
-    let client = redis::Client::open(server.admin_url()).unwrap();
-    let mut admin = client.get_multiplexed_async_connection().await.unwrap();
+    let mut admin = server.admin().await;
     let rlow = format!("tickless:{{{}}}:rlow", queue.name());
     let _: () = redis::cmd("SET")
         .arg(&rlow)
@@ -493,8 +492,7 @@ async fn a_garbled_schedule_stops_neither_the_leader_nor_the_other_schedules() {
         .every("good", Duration::from_secs(1), b"")
         .await
         .unwrap();
-    let client = redis::Client::open(server.admin_url()).unwrap();
-    let mut admin = client.get_multiplexed_async_connection().await.unwrap();
+    let mut admin = server.admin().await;
     let key = |k: &str| format!("tickless:{{{}}}:{k}", queue.name());
     let _: () = redis::pipe()
         .hset(key("rnext"), "bad", "not times")
@@ -528,8 +526,7 @@ async fn a_wrong_typed_recurring_key_stops_the_tick_before_it_moves_anything() {
         .await
         .unwrap();
     queue.schedule("job", b"", at(T0 + 1_000)).await.unwrap();
-    let client = redis::Client::open(server.admin_url()).unwrap();
-    let mut admin = client.get_multiplexed_async_connection().await.unwrap();
+    let mut admin = server.admin().await;
     let rnext = format!("tickless:{{{}}}:rnext", queue.name());
     let saved: Vec<(String, String)> = redis::cmd("HGETALL")
         .arg(&rnext)

@@ -8,14 +8,6 @@ use std::time::{Duration, Instant};
 use support::{at, queue_name, RedisServer, T0};
 use tickless_durable::{Job, JobState, LeaderOptions, Queue, WorkerOptions};
 
-async fn admin(server: &RedisServer) -> redis::aio::MultiplexedConnection {
-    redis::Client::open(server.admin_url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap()
-}
-
 async fn cmd<T: redis::FromRedisValue>(
     conn: &mut redis::aio::MultiplexedConnection,
     args: &[&str],
@@ -68,7 +60,7 @@ const CASES: &[(&str, &str)] = &[
 #[tokio::test]
 async fn every_key_corrupted_in_turn_stops_only_its_users_and_repair_loses_no_job() {
     let server = RedisServer::start();
-    let mut admin = admin(&server).await;
+    let mut admin = server.admin().await;
     for &(corrupt, must_fail) in CASES {
         let name = queue_name(&format!("corrupt-{corrupt}"));
         let key = |suffix: &str| format!("tickless:{{{name}}}:{suffix}");
@@ -347,7 +339,7 @@ fn ids(jobs: &[Job]) -> Vec<String> {
 #[tokio::test]
 async fn repair_after_ready_is_deleted_corrects_the_stale_counts_of_jobs_elsewhere() {
     let server = RedisServer::start();
-    let mut admin = admin(&server).await;
+    let mut admin = server.admin().await;
     let name = queue_name("skip");
     let key = |suffix: &str| format!("tickless:{{{name}}}:{suffix}");
     let queue = Queue::connect(&server.url(), &name).await.unwrap();
@@ -377,7 +369,7 @@ async fn repair_after_ready_is_deleted_corrects_the_stale_counts_of_jobs_elsewhe
 #[tokio::test]
 async fn repair_of_a_cron_schedule_that_lost_its_times_wakes_the_leader_to_compute_them() {
     let server = RedisServer::start();
-    let mut admin = admin(&server).await;
+    let mut admin = server.admin().await;
     let name = queue_name("cron-lost");
     let key = |suffix: &str| format!("tickless:{{{name}}}:{suffix}");
     let queue = Queue::connect(&server.url(), &name).await.unwrap();
@@ -409,7 +401,7 @@ async fn repair_of_a_cron_schedule_that_lost_its_times_wakes_the_leader_to_compu
 #[tokio::test]
 async fn repair_of_a_healthy_queue_fixes_nothing() {
     let server = RedisServer::start();
-    let mut admin = admin(&server).await;
+    let mut admin = server.admin().await;
     let name = queue_name("healthy");
     let queue = Queue::connect(&server.url(), &name).await.unwrap();
     queue.set_manual_clock(Some(at(T0))).await.unwrap();

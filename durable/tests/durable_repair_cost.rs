@@ -59,11 +59,7 @@ async fn repair_cost(n: usize, payload_bytes: usize) -> Cost {
         let jobs = chunk.iter().map(|id| (id.as_str(), &payload[..], when));
         queue.schedule_batch(jobs).await.unwrap();
     }
-    let mut admin = redis::Client::open(server.admin_url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut admin = server.admin().await;
     let _: () = redis::cmd("CONFIG")
         .arg("RESETSTAT")
         .query_async(&mut admin)

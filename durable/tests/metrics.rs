@@ -197,11 +197,7 @@ async fn get(queue: &Queue, path: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_without_a_grant_it_needs_says_so() {
     let server = support::RedisServer::start();
-    let mut admin = redis::Client::open(server.admin_url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut admin = server.admin().await;
     let (_, password) = support::readme_user();
     let grant = "+srandmember";
     let mut acl = vec![

@@ -1,6 +1,6 @@
 //! `When::After(d)`: due no earlier than Redis's clock when the call was sent, plus d.
 
-use super::{admin, queue};
+use super::queue;
 use std::time::{Duration, UNIX_EPOCH};
 use support::RedisServer;
 use tickless_durable::JobState;
@@ -17,7 +17,7 @@ use tickless_test_support as support;
 async fn a_delay_counts_from_no_earlier_than_the_callers_reading_of_redis_time() {
     let server = RedisServer::start();
     let queue = queue(&server, "after").await;
-    let mut admin = admin(&server).await;
+    let mut admin = server.admin().await;
     let mut early = Vec::new();
     for i in 0..600u64 {
         let delay = Duration::from_micros(if i % 10 == 0 { 0 } else { i * 7_919 % 10_000 });

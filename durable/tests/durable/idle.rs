@@ -1,7 +1,7 @@
 //! What a queue costs Redis: an idle one its lease renewals and its candidates' looks,
 //! at the pace the lease sets; a running one, once idle, nothing at all.
 
-use super::{admin, queue_name, support, RedisServer};
+use super::{queue_name, support, RedisServer};
 use std::time::{Duration, SystemTime};
 use tickless_durable::{LeaderOptions, Queue, When, WorkerOptions};
 
@@ -89,7 +89,7 @@ fn an_idle_queue_sends_only_its_lease_renewals_and_candidate_looks() {
         );
         // Settled: elected, the lease grown to its idle length, everyone waiting.
         tokio::time::sleep(Duration::from_millis(1_000)).await;
-        let mut admin = admin(&server).await;
+        let mut admin = server.admin().await;
         let (renewed, watching) =
             watch_renewals(&server, format!("tickless:{{{name}}}:meta")).await;
         let before = calls_by_command(&mut admin).await;
@@ -240,7 +240,7 @@ fn running_queue_delivers_every_job_then_idles_without_commands() {
             .await
             .unwrap();
         tokio::time::sleep(Duration::from_millis(2_000)).await;
-        let mut admin = admin(&server).await;
+        let mut admin = server.admin().await;
         let before = commands_served(&mut admin).await;
         tokio::time::sleep(Duration::from_millis(1_500)).await;
         let after = commands_served(&mut admin).await;

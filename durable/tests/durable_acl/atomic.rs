@@ -5,7 +5,7 @@
 //! Redis refuses a command only when a script reaches it and keeps what the script wrote
 //! before: lib.lua's `acl_check` checks every command first.
 
-use super::{admin, at, cmd, readme_rules, set_clock, set_user, Admin, T0};
+use super::{at, cmd, readme_rules, set_clock, set_user, Admin, T0};
 use std::time::Duration;
 use support::{queue_name, readme_user, RedisServer};
 use tickless_durable::{Error, LeaderOptions, Queue, WorkerOptions};
@@ -168,7 +168,7 @@ async fn calls(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_refused_for_a_missing_grant_names_it_and_changes_nothing() {
     let server = RedisServer::start();
-    let mut admin = admin(&server).await;
+    let mut admin = server.admin().await;
     let (_, password) = readme_user();
     let rules = readme_rules();
     let mut wrong = Vec::new();

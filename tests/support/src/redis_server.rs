@@ -254,6 +254,17 @@ impl RedisServer {
         self.url_with("")
     }
 
+    /// A connection as the default user ([`admin_url`](Self::admin_url)): for a test to
+    /// look at or plant the queue's keys with plain commands, whatever the variant.
+    #[cfg(feature = "redis")]
+    pub async fn admin(&self) -> redis::aio::MultiplexedConnection {
+        redis::Client::open(self.admin_url())
+            .expect("the admin URL parses")
+            .get_multiplexed_async_connection()
+            .await
+            .expect("connect as the default user")
+    }
+
     /// As [`url`](Self::url) but as `user` with `password` (empty `user`: the default).
     pub fn url_as(&self, user: &str, password: &str) -> String {
         self.url_with(&format!("{user}:{password}@"))
