@@ -69,11 +69,15 @@ pub(crate) enum Key {
     Rnext,
     /// Set: ids of cron schedules that run low on known occurrences.
     Rlow,
+    /// Hash: the cold tier's segments: number -> `window|left|bytes` (lib.lua's C1, C2).
+    ColdSegs,
+    /// Sorted set: the cold tier's segment numbers, scored by their window's start.
+    ColdWindows,
 }
 
 impl Key {
     /// Every key, in the order of [`script_keys::ALL`].
-    pub(crate) const ALL: [Key; 10] = [
+    pub(crate) const ALL: [Key; 12] = [
         Key::Meta,
         Key::Jobs,
         Key::Due,
@@ -84,6 +88,8 @@ impl Key {
         Key::Recur,
         Key::Rnext,
         Key::Rlow,
+        Key::ColdSegs,
+        Key::ColdWindows,
     ];
 
     /// The key's name after the queue's prefix.
@@ -99,6 +105,8 @@ impl Key {
             Key::Recur => "recur",
             Key::Rnext => "rnext",
             Key::Rlow => "rlow",
+            Key::ColdSegs => "cseg",
+            Key::ColdWindows => "cwin",
         }
     }
 
@@ -115,14 +123,16 @@ impl Key {
             Key::Recur => "RECUR",
             Key::Rnext => "RNEXT",
             Key::Rlow => "RLOW",
+            Key::ColdSegs => "CSEG",
+            Key::ColdWindows => "CWIN",
         }
     }
 
     /// The Redis type this crate writes there (what `TYPE` answers).
     pub(crate) const fn redis_type(self) -> &'static str {
         match self {
-            Key::Meta | Key::Jobs | Key::Errors | Key::Recur | Key::Rnext => "hash",
-            Key::Due | Key::Flight | Key::Dead => "zset",
+            Key::Meta | Key::Jobs | Key::Errors | Key::Recur | Key::Rnext | Key::ColdSegs => "hash",
+            Key::Due | Key::Flight | Key::Dead | Key::ColdWindows => "zset",
             Key::Ready => "list",
             Key::Rlow => "set",
         }
@@ -136,6 +146,10 @@ impl Key {
 
 /// The wake channel's name after the queue's prefix (a channel, not a key).
 pub(crate) const CHANNEL: &str = "wake";
+
+/// A cold index bucket's key after the queue's prefix: `ci:<4 hex digits>` (lib.lua's
+/// `cold_key`).
+pub(crate) const COLD_INDEX_KEY: &str = "ci:";
 
 /// A bucket's key after the queue's prefix: `b:<level>:<start>`.
 pub(crate) const BUCKET_KEY: &str = "b:";
@@ -203,14 +217,20 @@ pub(crate) mod script_keys {
     /// Every key: the leader's tick and the repair pass touch them all.
     pub(crate) const ALL: &[Key] = &Key::ALL;
     pub(crate) const SCHEDULE: &[Key] = &[Meta, Jobs, Due, Ready];
-    pub(crate) const CANCEL: &[Key] = &[Meta, Jobs, Due, Flight, Dead, Errors];
-    pub(crate) const RESCHEDULE: &[Key] = &[Meta, Jobs, Due, Ready, Flight];
+    pub(crate) const CANCEL: &[Key] = &[Meta, Jobs, Due, Flight, Dead, Errors, ColdSegs];
+    pub(crate) const RESCHEDULE: &[Key] = &[Meta, Jobs, Due, Ready, Flight, ColdSegs];
     pub(crate) const CLAIM: &[Key] = &[Meta, Jobs, Due, Ready, Flight, Dead, Errors];
     pub(crate) const FAIL: &[Key] = &[Meta, Jobs, Due, Ready, Flight, Dead, Errors];
     pub(crate) const EXTEND: &[Key] = &[Meta, Jobs, Flight];
     pub(crate) const LEASE: &[Key] = &[Meta];
     pub(crate) const RETRY_DEAD: &[Key] = &[Meta, Jobs, Due, Ready, Dead];
     pub(crate) const RECUR: &[Key] = &[Meta, Recur, Rnext, Due, Rlow];
+    pub(crate) const COLD_TAKE: &[Key] = &[Meta, Jobs, Due];
+    pub(crate) const COLD_COMMIT: &[Key] = &[Meta, Jobs, Due, ColdSegs, ColdWindows];
+    /// A load, and a thaw (a cold job rescheduled).
+    pub(crate) const COLD_LOAD: &[Key] = &[Meta, Jobs, Due, Ready, ColdSegs];
+    pub(crate) const COLD_RETIRE: &[Key] = &[Meta, ColdSegs, ColdWindows];
+    pub(crate) const COLD_FIND: &[Key] = &[Meta, ColdSegs];
 }
 
 /// The one-line header of a script that declares `keys`: its keys named from `KEYS`,
@@ -237,6 +257,7 @@ pub(crate) fn lua_header(keys: &[Key]) -> String {
         "local W0, SPAN, KMAX, LEAD, DRAIN, RLOW_AT, BUSY, MAX_BATCH = {W0_MS}, {SPAN}, \
          {KMAX}, {LEAD_MS}, {DRAIN}, {RLOW_AT}, {DEFAULT_BUSY_LEASE_MS}, {MAX_BATCH} "
     );
+    let _ = write!(out, "local COLD_INDEX = '{COLD_INDEX_KEY}' ");
     out
 }
 

@@ -42,6 +42,7 @@ enum Kind {
     Garbage,
     Permission,
     Replication,
+    Store,
 }
 
 impl Error {
@@ -129,6 +130,15 @@ impl Error {
                  it is on the master and may be lost with it"
             ),
         )
+    }
+
+    /// The cold tier's store failed `what` (a PUT, GET, list or delete of `path`), or a
+    /// segment read back is not what was written. The store's own message is kept: an
+    /// `object_store` error names the path and the store's answer, never its credentials
+    /// (they are not part of a request's URL).
+    #[cfg_attr(not(feature = "cold"), allow(dead_code))]
+    pub(crate) fn store(what: &str, path: &str, why: impl fmt::Display) -> Error {
+        Error::new(Kind::Store, format!("cold store: {what} {path}: {why}"))
     }
 
     /// A call merged with others (see `merge.rs`) got no answer: the task that was to
@@ -279,6 +289,13 @@ impl Error {
     /// timeout ended. The job is stored; it may be lost if the master dies now.
     pub fn is_replication(&self) -> bool {
         self.kind == Kind::Replication
+    }
+
+    /// The cold tier's store (a local directory, S3, ...) failed, or a segment it gave
+    /// back is not one this crate wrote (see `ColdTier`). Jobs are never lost to it: a
+    /// move that failed leaves its jobs in Redis, a load that failed is tried again.
+    pub fn is_store(&self) -> bool {
+        self.kind == Kind::Store
     }
 }
 

@@ -182,7 +182,7 @@ impl Queue {
             .await
             .map_err(|err| Error::redis(jobs, "HGET", err))?;
         let Some(record) = record else {
-            return Ok(None);
+            return self.cold_job(id).await;
         };
         let info = reply::parse_record(jobs, id, &record, error, staged.is_some(), lease)?;
         Ok(info)

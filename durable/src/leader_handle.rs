@@ -22,6 +22,9 @@ pub(crate) struct Shared {
     pub(crate) failure: Mutex<Option<Error>>,
     /// Whether a round has worked in this process yet.
     pub(crate) worked_once: AtomicBool,
+    /// Jobs moved to the cold tier, and loaded back from it.
+    pub(crate) cold_moved: AtomicU64,
+    pub(crate) cold_loaded: AtomicU64,
 }
 
 impl Shared {
@@ -155,6 +158,10 @@ pub struct LeaderStats {
     /// every 30 s), and says so in the queue's meta for the dashboard and `/metrics`
     /// ([`Counters::leader_failing`](super::Counters::leader_failing)).
     pub failing: u64,
+    /// Jobs it moved out of Redis into the queue's cold tier (see `ColdTier`).
+    pub cold_moved: u64,
+    /// Jobs it loaded back from the cold tier into Redis.
+    pub cold_loaded: u64,
 }
 
 /// A running [`Leader`](super::Leader): see what it does, stop it.
@@ -255,5 +262,7 @@ pub(crate) fn stats(shared: &Shared) -> LeaderStats {
         lag_sum_ms: lags.sum_ms,
         errors: shared.errors.load(Ordering::Relaxed),
         failing: shared.failing.load(Ordering::Relaxed),
+        cold_moved: shared.cold_moved.load(Ordering::Relaxed),
+        cold_loaded: shared.cold_loaded.load(Ordering::Relaxed),
     }
 }

@@ -202,6 +202,9 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod backoff;
+#[cfg(feature = "cold")]
+mod cold;
+mod cold_view;
 mod connection;
 mod contract;
 #[cfg(feature = "dashboard")]
@@ -231,6 +234,10 @@ mod when;
 mod worker;
 
 pub use backoff::Backoff;
+#[cfg(feature = "cold")]
+#[cfg_attr(docsrs, doc(cfg(feature = "cold")))]
+pub use cold::ColdTier;
+pub use cold_view::ColdWindow;
 pub use connection::ConnectOptions;
 pub use error::Error;
 pub use leader::{Leader, LeaderOptions};

@@ -25,6 +25,9 @@ pub const MAX_QUEUE_NAME_BYTES: usize = 128;
 pub(crate) const SCHEDULE_CHUNK: usize = 128;
 const PIPELINE_CALLS: usize = 32;
 
+/// How often `reschedule` looks again for a cold job that moved while it read it.
+const COLD_TRIES: usize = 5;
+
 /// A handle to one durable queue: schedule, cancel and reschedule jobs by id, and look at
 /// the queue. Cheap to clone; clones share one multiplexed connection, which reconnects
 /// when a call finds it broken.
@@ -76,6 +79,10 @@ struct Inner {
     catch_up: CatchUp,
     /// Concurrent single schedules, merged (merge.rs).
     merger: super::merge::Merger,
+    /// Where far jobs go (cold.rs): the leader moves and loads them, `reschedule` and
+    /// `job` read a cold job's record from it.
+    #[cfg(feature = "cold")]
+    cold: Option<super::cold::ColdTier>,
 }
 
 impl std::fmt::Debug for Queue {
@@ -149,6 +156,8 @@ impl Queue {
                 schedule_retry: options.schedule_retry(),
                 catch_up: CatchUp::default(),
                 merger: Default::default(),
+                #[cfg(feature = "cold")]
+                cold: None,
             }),
         };
         queue.check_keys().await?;
@@ -159,34 +168,55 @@ impl Queue {
     /// (default 5): after that many deliveries without success a job goes to the dead
     /// set. At least 1.
     pub fn with_max_attempts(&self, attempts: u32) -> Queue {
-        self.with(attempts.max(1), self.inner.catch_up)
+        let mut queue = self.clone();
+        queue.change(|inner| inner.max_attempts = attempts.max(1));
+        queue
     }
 
     /// The same queue with another policy for occurrences of recurring schedules it sets
     /// from now on ([`every`](Queue::every), [`cron`](Queue::cron)) that came due while
     /// no leader ran: see [`CatchUp`] (default [`CatchUp::Skip`]).
     pub fn with_catch_up(&self, catch_up: CatchUp) -> Queue {
-        self.with(self.inner.max_attempts, catch_up)
+        let mut queue = self.clone();
+        queue.change(|inner| inner.catch_up = catch_up);
+        queue
     }
 
-    fn with(&self, max_attempts: u32, catch_up: CatchUp) -> Queue {
+    /// A queue of its own (the same connections), changed by `change`; its merger of
+    /// single schedules is its own, since a merged call carries one queue's settings.
+    fn change(&mut self, change: impl FnOnce(&mut Inner)) {
         let inner = &self.inner;
-        Queue {
-            inner: Arc::new(Inner {
-                conn: inner.conn.clone(),
-                waits: inner.waits.clone(),
-                nodes: inner.nodes.clone(),
-                url: inner.url.clone(),
-                name: inner.name.clone(),
-                prefix: inner.prefix.clone(),
-                keys: inner.keys.clone(),
-                max_attempts,
-                replicas: inner.replicas,
-                schedule_retry: inner.schedule_retry,
-                catch_up,
-                merger: Default::default(),
-            }),
-        }
+        let mut new = Inner {
+            conn: inner.conn.clone(),
+            waits: inner.waits.clone(),
+            nodes: inner.nodes.clone(),
+            url: inner.url.clone(),
+            name: inner.name.clone(),
+            prefix: inner.prefix.clone(),
+            keys: inner.keys.clone(),
+            max_attempts: inner.max_attempts,
+            replicas: inner.replicas,
+            schedule_retry: inner.schedule_retry,
+            catch_up: inner.catch_up,
+            merger: Default::default(),
+            #[cfg(feature = "cold")]
+            cold: inner.cold.clone(),
+        };
+        change(&mut new);
+        self.inner = Arc::new(new);
+    }
+
+    #[cfg(feature = "cold")]
+    pub(crate) fn with_cold(&self, cold: Option<super::cold::ColdTier>) -> Queue {
+        let mut queue = self.clone();
+        queue.change(|inner| inner.cold = cold);
+        queue
+    }
+
+    /// The queue's cold tier, if it has one (see `with_cold_tier`).
+    #[cfg(feature = "cold")]
+    pub(crate) fn cold_tier(&self) -> Option<&super::cold::ColdTier> {
+        self.inner.cold.as_ref()
     }
 
     pub(crate) fn max_attempts(&self) -> u32 {
@@ -560,10 +590,25 @@ impl Queue {
     pub async fn reschedule(&self, id: &str, when: impl Into<When>) -> Result<bool, Error> {
         check_id(id)?;
         let when = when.into().arg();
-        let reply = self
-            .call(&scripts().reschedule, &[id.as_bytes(), when.as_bytes()])
-            .await?;
-        Ok(reply.int(1)? == 1)
+        // A cold job is read from its segment and moved by a second call; if it moved in
+        // between (loaded, cancelled), the first call is asked again.
+        for _ in 0..COLD_TRIES {
+            let reply = self
+                .call(&scripts().reschedule, &[id.as_bytes(), when.as_bytes()])
+                .await?;
+            if reply.int(1)? != 2 {
+                return Ok(reply.int(1)? == 1);
+            }
+            let (seg, window) = (reply.int(2)?.max(0) as u64, reply.int(3)?.max(0) as u64);
+            if self.thaw(id, seg, window, &when).await? {
+                return Ok(true);
+            }
+        }
+        Err(Error::store(
+            "reschedule",
+            id,
+            format!("the cold job moved between each of {COLD_TRIES} tries"),
+        ))
     }
 }
 

@@ -108,6 +108,9 @@ pub enum JobState {
     InFlight,
     /// Failed on its last attempt; kept in the dead set until retried or cancelled.
     Dead,
+    /// Due far ahead, kept in the queue's cold tier (a store, not Redis memory) until its
+    /// window comes near (see `ColdTier`).
+    Cold,
 }
 
 /// What the queue holds for one job (see [`Queue::job`](super::Queue::job)).

@@ -281,6 +281,8 @@ fn identifiers(code: &str) -> std::collections::HashSet<&str> {
 macro_rules! scripts {
     ($($field:ident: $idempotent:expr, $keys:expr;)*) => {
         /// All the scripts, compiled once per process.
+        // The cold tier's move, load and thaw are called only with feature `cold`.
+        #[cfg_attr(not(feature = "cold"), allow(dead_code))]
         pub(crate) struct Scripts {
             $(pub(crate) $field: Script,)*
         }
@@ -328,6 +330,14 @@ scripts!(
     // A page of the repair pass judges the state it finds: run twice, the second finds
     // nothing to fix.
     repair: true, script_keys::ALL;
+    // The cold tier (cold.rs). A take only reads (and numbers segments); a commit, load
+    // or thaw acts only on ids whose record or index entry is still what it was sent.
+    cold_take: true, script_keys::COLD_TAKE;
+    cold_commit: true, script_keys::COLD_COMMIT;
+    cold_load: true, script_keys::COLD_LOAD;
+    cold_thaw: true, script_keys::COLD_LOAD;
+    cold_retire: true, script_keys::COLD_RETIRE;
+    cold_find: true, script_keys::COLD_FIND;
 );
 
 /// The scripts, built on first use.

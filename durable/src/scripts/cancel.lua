@@ -1,6 +1,6 @@
 -- cancel.lua: removes jobs that have not completed, wherever they are; O(1) per job.
 --
--- KEYS     meta, jobs, due, flight, dead, errors (contract.rs,
+-- KEYS     meta, jobs, due, flight, dead, errors, cseg (contract.rs,
 --          script_keys::CANCEL); bucket keys are built from meta's prefix
 -- ARGV     ids (one or more)
 -- Returns  for each id, 1 if a job was removed, 0 if the id names none (an id given
@@ -9,12 +9,15 @@
 -- Keeps I1-I5. A job in a bucket, staged, in flight or dead is removed from there and its
 -- record deleted; a bucket left empty leaves `due` too (I2). A job in `ready` (a list: no
 -- O(1) removal) becomes a tombstone whose skip count makes a claim drop the stale entry.
--- A job whose record names a place that does not hold it is removed all the same.
+-- A job whose record names a place that does not hold it is removed all the same. A cold
+-- job (cold.rs) loses its index entry, so its segment's copy is never loaded (C2).
 if #ARGV == 0 then
   error({ err = 'ERR bad arguments: no ids' })
 end
 -- First every read and check, then every write.
 local recs = read_all('hash', 'HMGET', JOBS, ARGV)
+local cold = read('hash', 'HGET', META, 'cold')
+local colds = {}  -- index key, id, segment: the cold jobs to remove
 local out, done = {}, {}
 local jobs = {}   -- id, job, place: the jobs to remove
 local errs = {}
@@ -32,7 +35,12 @@ for i = 1, #ARGV do
       j = { loc = 'd', att = 1, skip = 0 }
     end
   end
-  if j == nil or j.loc == 'x' then
+  local seg = not rec and cold and not done[id] and read('hash', 'HGET', cold_key(id), id)
+  if seg then
+    done[id] = true
+    out[i] = 1
+    colds[#colds + 1] = { cold_key(id), id, seg }
+  elseif j == nil or j.loc == 'x' then
     out[i] = 0
   else
     done[id] = true
@@ -50,6 +58,9 @@ for i = 1, #ARGV do
 end
 if #errs > 0 then
   expect(ERRORS, 'hash')
+end
+if #colds > 0 then
+  expect(CSEG, 'hash')
 end
 -- Jobs of one bucket leave it with one SREM.
 local buckets, order = {}, {}
@@ -103,4 +114,8 @@ end
 call_all('HDEL', JOBS, deletes)
 call_all('HSET', JOBS, tombs)
 call_all('HDEL', ERRORS, errs)
+for _, c in ipairs(colds) do
+  redis.call('HDEL', c[1], c[2])
+  cold_left(c[3], -1)
+end
 return out

@@ -1,7 +1,7 @@
 -- repair.lua: one chunk of the repair pass (src/repair.rs): puts back jobs whose
 -- record names a place that does not hold them, and removes entries that name no job.
 --
--- KEYS     all ten (contract.rs, script_keys::ALL); bucket keys are built from meta's
+-- KEYS     all twelve (contract.rs, script_keys::ALL); bucket keys are built from meta's
 --          prefix
 -- ARGV     token ('-' for none: an operator's pass; else the leader's, fenced as in
 --          tick.lua), what, then the chunk's ids or members. `what` is

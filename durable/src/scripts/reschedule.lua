@@ -1,21 +1,28 @@
 -- reschedule.lua: moves a waiting job to a new due time; O(1).
 --
--- KEYS     meta, jobs, due, ready, flight (contract.rs,
+-- KEYS     meta, jobs, due, ready, flight, cseg (contract.rs,
 --          script_keys::RESCHEDULE); bucket keys are built from meta's prefix
 -- ARGV     id, when ('a<ms>' or 'r<us>', as in schedule.lua)
 -- Returns  { now, 1 } if the job was waiting (in a bucket, staged or ready) and now waits
 --          for the new time; { now, 0 } if the id names no job, a job in flight (its
---          handler has it) or a dead job (see retry_dead.lua).
+--          handler has it) or a dead job (see retry_dead.lua); { now, 2, seg, window }
+--          if it names a cold job (cold.rs): the caller reads its record from segment
+--          `seg` (window: its window's start) and moves it with cold_thaw.lua.
 --
 -- Keeps I1-I5: the job leaves its place (a ready one leaves a stale entry, counted in
 -- skip) and is inserted as schedule.lua would, keeping its attempts and payload.
-local now, armed = meta('armed')
+local now, armed, cold = meta('armed', 'cold')
 local id = ARGV[1]
 local due = arg_when(2)
 -- First every read and check (the job's place, the keys its new place needs), then
 -- every write.
 local rec = read('hash', 'HGET', JOBS, id)
 if not rec then
+  local seg = cold and read('hash', 'HGET', cold_key(id), id)
+  if seg then
+    local at = read('hash', 'HGET', CSEG, seg)
+    return { now, 2, seg, at and tonumber(string.match(at, '^(%d+)|')) or -1 }
+  end
   return { now, 0 }
 end
 local j = readable(rec, id)

@@ -9,8 +9,9 @@
 --
 -- Keeps I1-I5: a new job goes to `ready` (due), the staged window (due before the
 -- horizon) or the bucket of the coarsest level that starts at or after the horizon; an
--- id whose record is a tombstone is reused, and its skip count carried over (I5).
-local now, armed = meta('armed')
+-- id whose record is a tombstone is reused, and its skip count carried over (I5). An id
+-- in the cold index is a job too (C1), once the queue has had a cold tier.
+local now, armed, cold = meta('armed', 'cold')
 local n = arg_int(1, 'n', 1)
 if #ARGV ~= 1 + 4 * n then
   error({ err = 'ERR bad arguments: ' .. #ARGV .. ' for ' .. n .. ' jobs' })
@@ -35,6 +36,8 @@ for i = 1, n do
   if not taken and recs[i] then
     local old = readable(recs[i], id)
     taken, skip = old.loc ~= 'x', old.skip
+  elseif not taken and cold and read('hash', 'HGET', cold_key(id), id) then
+    taken = true
   end
   if taken then
     out[i + 1] = 0

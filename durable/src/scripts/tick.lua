@@ -1,7 +1,7 @@
 -- tick.lua: the leader moves the cursor: everything in `due` whose time has come.
 --
--- KEYS     all ten: meta, jobs, due, ready, flight, dead, errors, recur, rnext, rlow
---          (contract.rs, script_keys::ALL); bucket keys are built from meta's prefix
+-- KEYS     all twelve: meta, jobs, due, ready, flight, dead, errors, recur, rnext, rlow, cseg,
+--          cwin (contract.rs, script_keys::ALL); bucket keys are built from meta's prefix
 -- ARGV     token, limit (at most this many jobs touched per call; at most MAX_BATCH)
 -- Returns  { 0 } if `token` is not the current leadership's or its lease has ended
 --          (fencing: a paused leader that lost its lease promotes nothing); else

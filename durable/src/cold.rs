@@ -1,0 +1,661 @@
+//! The cold tier (feature `cold`): jobs due far ahead leave Redis memory for segments in a
+//! store (a local directory, S3, anything `object_store` serves) and come back into the
+//! wheel before their window starts.
+//!
+//! # The path of a far job
+//!
+//! 1. **Scheduled as any job** (schedule.lua): it is durable in Redis when the call
+//!    returns, at Redis's speed. The store is never on a schedule's path.
+//! 2. **Moved** by the fenced leader ([`pass`], every [`ColdTier::check_every`]):
+//!    `cold_take.lua` reads jobs from buckets that start at or after now + horizon +
+//!    window, grouped by window (their due time rounded down to [`ColdTier::window`]),
+//!    and numbers one segment per window; the leader writes each segment to the store
+//!    (one object, [`encode`]), and only once the store has it, `cold_commit.lua` takes
+//!    each job whose record is still exactly the one written out of the wheel and into
+//!    the index (`ci:<hhhh>`: id -> segment; lib.lua's C1, C2).
+//! 3. **Loaded** when its window starts within [`ColdTier::lead`]: the leader reads the
+//!    segment back, `cold_load.lua` puts every job whose index entry still names that
+//!    segment into the wheel (a cancelled or rescheduled one is skipped), in calls of
+//!    [`CALL_JOBS`] jobs; `cold_retire.lua` forgets the segment, and the leader deletes
+//!    its object.
+//!
+//! # Why nothing is lost, doubled or early
+//!
+//! - A crash between the PUT and the commit leaves jobs in the wheel and an object no
+//!   index entry names: [`sweep`] deletes it at the next leadership's first pass.
+//! - A commit, load or retire of a leader that lost its lease is refused by its token.
+//! - A load repeated after a crash loads only ids whose index entry still names the
+//!   segment; each load call removes the entries of the jobs it inserts, atomically.
+//! - A loaded job goes where its due time says: `ready` only once due (I6).
+//! - The object is deleted only after Redis forgot the segment, so a crash between the
+//!   two leaves an object [`sweep`] removes.
+//!
+//! What depends on the store: a job in the cold tier lives in the store alone (its index
+//! entry names it), so the store's durability is the job's: a local directory is written
+//! with `fsync` (file and directory) before Redis is told, an S3 PUT has returned.
+
+use super::contract::{self, Key, MAX_BATCH};
+use super::error::Error;
+use super::queue::Queue;
+use super::scripts::scripts;
+use object_store::path::{Path, PathPart};
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Where a queue keeps its far jobs, and how far is far (see [`Queue::with_cold_tier`]).
+///
+/// A job due at or after now + [`horizon`](ColdTier::horizon) is moved out of Redis by
+/// the queue's leader into a segment of the store, one per
+/// [`window`](ColdTier::window) of due times, and loaded back into Redis
+/// [`lead`](ColdTier::lead) before its window starts. Every promise of [`Queue`] holds
+/// for it unchanged: scheduling its id again adds nothing, [`Queue::cancel`] and
+/// [`Queue::reschedule`] find it, it is never delivered early.
+///
+/// # Examples
+///
+/// One line: a local directory, the defaults (a 6 h horizon, 1 h windows loaded 3 h
+/// ahead):
+///
+/// ```no_run
+/// use tickless_durable::{ColdTier, LeaderOptions, Queue};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), tickless_durable::Error> {
+/// let queue = Queue::connect("redis://127.0.0.1/", "ratings")
+///     .await?
+///     .with_cold_tier(ColdTier::local("/var/lib/ratings-cold")?);
+/// let leader = queue.leader(LeaderOptions::default()).spawn(); // moves and loads
+/// # Ok(())
+/// # }
+/// ```
+///
+/// Any `object_store` store, S3 here (feature `s3`):
+///
+/// ```ignore
+/// use object_store::aws::AmazonS3Builder;
+/// use std::{sync::Arc, time::Duration};
+/// use tickless_durable::ColdTier;
+///
+/// let s3 = AmazonS3Builder::from_env().with_bucket_name("ratings-cold").build()?;
+/// let tier = ColdTier::new(Arc::new(s3)).horizon(Duration::from_secs(12 * 3600));
+/// ```
+#[derive(Clone)]
+pub struct ColdTier {
+    store: Arc<dyn ObjectStore>,
+    root: String,
+    horizon: Duration,
+    window: Duration,
+    lead: Option<Duration>,
+    every: Duration,
+}
+
+impl fmt::Debug for ColdTier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // A store's Display names its kind and place (a directory, a bucket), never its
+        // credentials.
+        f.debug_struct("ColdTier")
+            .field("store", &format_args!("{}", self.store))
+            .field("root", &self.root)
+            .field("horizon", &self.horizon)
+            .field("window", &self.window)
+            .field("lead", &self.lead())
+            .field("check_every", &self.every)
+            .finish()
+    }
+}
+
+/// Jobs per `cold_commit.lua` or `cold_load.lua` call: a call holds Redis for about 10 ms
+/// (BENCHMARKS.md, "The cold tier").
+pub(crate) const CALL_JOBS: usize = 2_000;
+
+/// Jobs per segment at most (one `cold_take.lua` call).
+const SEGMENT_JOBS: usize = MAX_BATCH;
+
+/// Segments loaded per look at `cwin`.
+const LOAD_PAGE: isize = 16;
+
+impl ColdTier {
+    /// A tier on `store`, with the defaults: objects under `tickless/`, a 6 h horizon, 1 h
+    /// windows, loaded half the horizon ahead, the leader looking every 10 s.
+    pub fn new(store: Arc<dyn ObjectStore>) -> ColdTier {
+        // S3's client (feature `s3`) takes rustls's process-wide provider: ring, as for
+        // `rediss://`. One already installed (by the application) is kept.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        ColdTier {
+            store,
+            root: "tickless".to_string(),
+            horizon: Duration::from_secs(6 * 3600),
+            window: Duration::from_secs(3600),
+            lead: None,
+            every: Duration::from_secs(10),
+        }
+    }
+
+    /// A tier in the local directory `dir` (made if missing), each object written with
+    /// `fsync` (the file, then its directory) before Redis is told of it.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::is_store`] when the directory cannot be made or opened.
+    pub fn local(dir: impl AsRef<std::path::Path>) -> Result<ColdTier, Error> {
+        let dir = dir.as_ref();
+        let shown = dir.display().to_string();
+        std::fs::create_dir_all(dir).map_err(|err| Error::store("create", &shown, err))?;
+        let store = object_store::local::LocalFileSystem::new_with_prefix(dir)
+            .map_err(|err| Error::store("open", &shown, err))?
+            .with_fsync(true);
+        Ok(ColdTier::new(Arc::new(store)))
+    }
+
+    /// Jobs due at or after now + `horizon` go cold (default 6 h; at least 1 s).
+    pub fn horizon(mut self, horizon: Duration) -> ColdTier {
+        self.horizon = horizon.max(Duration::from_secs(1));
+        self
+    }
+
+    /// The width of a window: jobs due within one window share segments (default 1 h;
+    /// between 1 s and the horizon).
+    pub fn window(mut self, window: Duration) -> ColdTier {
+        self.window = window.clamp(
+            Duration::from_secs(1),
+            self.horizon.max(Duration::from_secs(1)),
+        );
+        self
+    }
+
+    /// How long before its window starts a segment is loaded (default half the horizon;
+    /// at most the horizon). A job is loaded at least this long before it is due, and a
+    /// job is never moved and loaded back in the same hour of a 6 h horizon.
+    pub fn lead(&self) -> Duration {
+        self.lead.unwrap_or(self.horizon / 2).min(self.horizon)
+    }
+
+    /// Sets [`lead`](ColdTier::lead).
+    pub fn with_lead(mut self, lead: Duration) -> ColdTier {
+        self.lead = Some(lead);
+        self
+    }
+
+    /// How often the leader looks for jobs to move and segments to load (default 10 s;
+    /// at least 10 ms).
+    pub fn check_every(mut self, every: Duration) -> ColdTier {
+        self.every = every.max(Duration::from_millis(10));
+        self
+    }
+
+    /// The objects' prefix in the store (default `tickless`): a queue's segments are
+    /// under `<root>/<queue name>/`.
+    pub fn root(mut self, root: &str) -> ColdTier {
+        self.root = root.to_string();
+        self
+    }
+
+    pub(crate) fn every(&self) -> Duration {
+        self.every
+    }
+
+    fn queue_dir(&self, queue: &str) -> Path {
+        Path::from_iter([PathPart::from(self.root.as_str()), PathPart::from(queue)])
+    }
+
+    /// Segment `seg` of window `window` (ms): `<root>/<queue>/<window>/<seg>.seg`.
+    fn segment_path(&self, queue: &str, window: u64, seg: u64) -> Path {
+        self.queue_dir(queue)
+            .clone()
+            .join(window.to_string())
+            .join(format!("{seg}.seg"))
+    }
+
+    async fn put(&self, path: &Path, bytes: Vec<u8>) -> Result<(), Error> {
+        self.store
+            .put(path, PutPayload::from(bytes))
+            .await
+            .map(|_| ())
+            .map_err(|err| Error::store("PUT", path.as_ref(), err))
+    }
+
+    async fn get(&self, path: &Path) -> Result<Vec<u8>, Error> {
+        let got = self
+            .store
+            .get(path)
+            .await
+            .map_err(|err| Error::store("GET", path.as_ref(), err))?;
+        let bytes = got
+            .bytes()
+            .await
+            .map_err(|err| Error::store("GET", path.as_ref(), err))?;
+        Ok(bytes.to_vec())
+    }
+
+    async fn delete(&self, path: &Path) -> Result<(), Error> {
+        match self.store.delete(path).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(err) => Err(Error::store("DELETE", path.as_ref(), err)),
+        }
+    }
+
+    /// Every segment object of `queue`: (path, segment number).
+    async fn list(&self, queue: &str) -> Result<Vec<(Path, u64)>, Error> {
+        let dir = self.queue_dir(queue);
+        let mut listing = self.store.list(Some(&dir));
+        let mut out = Vec::new();
+        while let Some(meta) = std::future::poll_fn(|cx| listing.as_mut().poll_next(cx)).await {
+            let meta = meta.map_err(|err| Error::store("LIST", dir.as_ref(), err))?;
+            let seg = meta
+                .location
+                .filename()
+                .and_then(|name| name.strip_suffix(".seg"));
+            if let Some(seg) = seg.and_then(|seg| seg.parse().ok()) {
+                out.push((meta.location, seg));
+            }
+        }
+        Ok(out)
+    }
+
+    /// The record of `id` in segment `seg` of `window`, read from the store.
+    pub(crate) async fn record_of(
+        &self,
+        queue: &str,
+        seg: u64,
+        window: u64,
+        id: &str,
+    ) -> Result<Vec<u8>, Error> {
+        let path = self.segment_path(queue, window, seg);
+        let jobs = decode(&self.get(&path).await?, path.as_ref())?;
+        jobs.into_iter()
+            .find(|(job, _)| job == id.as_bytes())
+            .map(|(_, record)| record)
+            .ok_or_else(|| {
+                Error::store(
+                    "GET",
+                    path.as_ref(),
+                    format!("the segment holds no job {id:?}"),
+                )
+            })
+    }
+}
+
+const MAGIC: &[u8; 8] = b"TKCOLD01";
+
+/// A segment: `TKCOLD01`, the job count (u32, little-endian), then per job its id and
+/// its record (`jobs`'s value, lib.lua's I1), each as a u32 length and the bytes, then the
+/// FNV-1a 64-bit hash of everything before it (u64): a truncated or altered object is
+/// refused rather than loaded.
+pub(crate) fn encode(jobs: &[(Vec<u8>, Vec<u8>)]) -> Vec<u8> {
+    let size: usize = jobs.iter().map(|(id, rec)| 8 + id.len() + rec.len()).sum();
+    let mut out = Vec::with_capacity(8 + 4 + size + 8);
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&(jobs.len() as u32).to_le_bytes());
+    for (id, rec) in jobs {
+        out.extend_from_slice(&(id.len() as u32).to_le_bytes());
+        out.extend_from_slice(id);
+        out.extend_from_slice(&(rec.len() as u32).to_le_bytes());
+        out.extend_from_slice(rec);
+    }
+    let hash = fnv1a(&out);
+    out.extend_from_slice(&hash.to_le_bytes());
+    out
+}
+
+/// The jobs of a segment [`encode`] wrote; an error naming `path` for anything else.
+pub(crate) fn decode(bytes: &[u8], path: &str) -> Result<Vec<(Vec<u8>, Vec<u8>)>, Error> {
+    let bad = |why: &str| Error::store("read", path, format!("not a segment: {why}"));
+    if bytes.len() < MAGIC.len() + 12 || &bytes[..MAGIC.len()] != MAGIC {
+        return Err(bad("no TKCOLD01 header"));
+    }
+    let (body, tail) = bytes.split_at(bytes.len() - 8);
+    let hash = u64::from_le_bytes(tail.try_into().expect("8 bytes"));
+    if fnv1a(body) != hash {
+        return Err(bad("its checksum does not match (truncated or altered)"));
+    }
+    let mut rest = &body[MAGIC.len()..];
+    let mut take = |n: usize| -> Result<&[u8], Error> {
+        if rest.len() < n {
+            return Err(bad("shorter than its lengths say"));
+        }
+        let (head, tail) = rest.split_at(n);
+        rest = tail;
+        Ok(head)
+    };
+    let count = u32::from_le_bytes(take(4)?.try_into().expect("4 bytes")) as usize;
+    let mut jobs = Vec::with_capacity(count.min(SEGMENT_JOBS));
+    for _ in 0..count {
+        let n = u32::from_le_bytes(take(4)?.try_into().expect("4 bytes")) as usize;
+        let id = take(n)?.to_vec();
+        let n = u32::from_le_bytes(take(4)?.try_into().expect("4 bytes")) as usize;
+        jobs.push((id, take(n)?.to_vec()));
+    }
+    if !rest.is_empty() {
+        return Err(bad("bytes after its last job"));
+    }
+    Ok(jobs)
+}
+
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &b| {
+        (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// What one pass of the leader did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Pass {
+    /// Jobs moved out of Redis into the store.
+    pub(crate) moved: u64,
+    /// Jobs loaded back into the wheel.
+    pub(crate) loaded: u64,
+    /// Segments retired (loaded whole and deleted).
+    pub(crate) retired: u64,
+    /// Objects deleted that no segment of Redis named (a move cut short, a retire whose
+    /// delete did not happen).
+    pub(crate) swept: u64,
+    /// The token was refused: another leadership holds the queue.
+    pub(crate) fenced: bool,
+}
+
+/// One pass of the leader holding `token`: with `sweep_first` (a new leadership's first
+/// pass), the store's orphans first; then every move due; then every load due.
+pub(crate) async fn pass(
+    queue: &Queue,
+    tier: &ColdTier,
+    token: u64,
+    sweep_first: bool,
+) -> Result<Pass, Error> {
+    let mut done = Pass::default();
+    if sweep_first {
+        done.swept = sweep(queue, tier).await?;
+    }
+    let token = token.to_string();
+    let Some(now) = move_out(queue, tier, &token, &mut done).await? else {
+        done.fenced = true;
+        return Ok(done);
+    };
+    if !load_in(queue, tier, &token, now, &mut done).await? {
+        done.fenced = true;
+    }
+    Ok(done)
+}
+
+/// Moves every job due beyond the horizon into segments; the queue's clock (ms) as the
+/// last take read it, or `None` if the token was refused.
+async fn move_out(
+    queue: &Queue,
+    tier: &ColdTier,
+    token: &str,
+    done: &mut Pass,
+) -> Result<Option<u64>, Error> {
+    let horizon = contract::ms_ceil(tier.horizon).to_string();
+    let window = contract::ms_ceil(tier.window).max(1).to_string();
+    let limit = SEGMENT_JOBS.to_string();
+    loop {
+        let mut reply = queue
+            .call(
+                &scripts().cold_take,
+                &[
+                    token.as_bytes(),
+                    horizon.as_bytes(),
+                    window.as_bytes(),
+                    limit.as_bytes(),
+                ],
+            )
+            .await?;
+        if reply.len() == 1 {
+            return Ok(None);
+        }
+        let now = reply.int(0)?.max(0) as u64;
+        let first = reply.int(1)?.max(0) as u64;
+        let mut taken = 0;
+        let mut i = 2;
+        let mut seg = first;
+        while i < reply.len() {
+            let window = reply.int(i)?.max(0) as u64;
+            let n = reply.int(i + 1)?.max(0) as usize;
+            let mut jobs = Vec::with_capacity(n);
+            for x in 0..n {
+                let id = reply.take_bytes(i + 2 + 2 * x)?;
+                let rec = reply.take_bytes(i + 3 + 2 * x)?;
+                jobs.push((id, rec));
+            }
+            i += 2 + 2 * n;
+            taken += n;
+            match commit_segment(queue, tier, token, seg, window, &jobs).await? {
+                Some(moved) => done.moved += moved,
+                None => return Ok(None),
+            }
+            seg += 1;
+        }
+        if taken < SEGMENT_JOBS {
+            return Ok(Some(now));
+        }
+    }
+}
+
+/// Writes segment `seg` and commits it; the jobs moved, or `None` if the token was
+/// refused. A segment none of whose jobs moved is deleted again.
+async fn commit_segment(
+    queue: &Queue,
+    tier: &ColdTier,
+    token: &str,
+    seg: u64,
+    window: u64,
+    jobs: &[(Vec<u8>, Vec<u8>)],
+) -> Result<Option<u64>, Error> {
+    let path = tier.segment_path(queue.name(), window, seg);
+    let bytes = encode(jobs);
+    let size = bytes.len().to_string();
+    tier.put(&path, bytes).await?;
+    let (seg_arg, window_arg) = (seg.to_string(), window.to_string());
+    let mut moved = 0;
+    for chunk in jobs.chunks(CALL_JOBS) {
+        let mut args: Vec<&[u8]> = vec![
+            token.as_bytes(),
+            seg_arg.as_bytes(),
+            window_arg.as_bytes(),
+            size.as_bytes(),
+        ];
+        for (id, rec) in chunk {
+            args.push(id);
+            args.push(rec);
+        }
+        let reply = queue.call(&scripts().cold_commit, &args).await?;
+        if reply.int(0)? != 1 {
+            return Ok(None);
+        }
+        moved += reply.int(1)?.max(0) as u64;
+    }
+    if moved == 0 {
+        tier.delete(&path).await?;
+    }
+    Ok(Some(moved))
+}
+
+/// Loads every segment whose window starts within the lead of `now`; `false` if the
+/// token was refused.
+async fn load_in(
+    queue: &Queue,
+    tier: &ColdTier,
+    token: &str,
+    now: u64,
+    done: &mut Pass,
+) -> Result<bool, Error> {
+    let until = now.saturating_add(contract::ms_ceil(tier.lead()));
+    let key = queue.key(Key::ColdWindows);
+    loop {
+        let due: Vec<(String, f64)> = redis::cmd("ZRANGEBYSCORE")
+            .arg(key)
+            .arg("-inf")
+            .arg(until)
+            .arg("WITHSCORES")
+            .arg("LIMIT")
+            .arg(0)
+            .arg(LOAD_PAGE)
+            .query_async(&mut queue.conn())
+            .await
+            .map_err(|err| Error::redis(key, "ZRANGEBYSCORE", err))?;
+        let page = due.len();
+        for (seg, window) in due {
+            let (Ok(seg_no), window) = (seg.parse::<u64>(), window.max(0.0) as u64) else {
+                return Err(Error::garbage(
+                    key,
+                    format!("member {seg:?} is not a segment number"),
+                ));
+            };
+            if !load_segment(queue, tier, token, seg_no, window, done).await? {
+                return Ok(false);
+            }
+        }
+        if page < LOAD_PAGE as usize {
+            return Ok(true);
+        }
+    }
+}
+
+async fn load_segment(
+    queue: &Queue,
+    tier: &ColdTier,
+    token: &str,
+    seg: u64,
+    window: u64,
+    done: &mut Pass,
+) -> Result<bool, Error> {
+    let path = tier.segment_path(queue.name(), window, seg);
+    let jobs = decode(&tier.get(&path).await?, path.as_ref())?;
+    let seg_arg = seg.to_string();
+    for chunk in jobs.chunks(CALL_JOBS) {
+        let mut args: Vec<&[u8]> = vec![token.as_bytes(), seg_arg.as_bytes()];
+        for (id, rec) in chunk {
+            args.push(id);
+            args.push(rec);
+        }
+        let reply = queue.call(&scripts().cold_load, &args).await?;
+        if reply.len() == 1 {
+            return Ok(false);
+        }
+        done.loaded += reply.int(1)?.max(0) as u64;
+    }
+    let reply = queue
+        .call(
+            &scripts().cold_retire,
+            &[token.as_bytes(), seg_arg.as_bytes()],
+        )
+        .await?;
+    if reply.int(0)? != 1 {
+        return Ok(false);
+    }
+    let left = reply.int(1)?;
+    tier.delete(&path).await?;
+    done.retired += 1;
+    if left > 0 {
+        // Entries naming ids the segment does not hold: only a hand-made change can do
+        // that. `repair` finds them (index entries with no segment).
+        return Err(Error::garbage(
+            queue.key(Key::ColdSegs),
+            format!("segment {seg} was loaded whole, yet {left} index entries still named it"),
+        ));
+    }
+    Ok(true)
+}
+
+/// Deletes the objects of the queue's store that no segment of Redis names; how many.
+/// Run by a new leadership before its first move, so no move of its own is between its
+/// PUT and its commit; an older leadership's commit would be refused by its token.
+pub(crate) async fn sweep(queue: &Queue, tier: &ColdTier) -> Result<u64, Error> {
+    let objects = tier.list(queue.name()).await?;
+    if objects.is_empty() {
+        return Ok(0);
+    }
+    let key = queue.key(Key::ColdSegs);
+    let segs: Vec<String> = objects.iter().map(|(_, seg)| seg.to_string()).collect();
+    let known: Vec<Option<String>> = redis::cmd("HMGET")
+        .arg(key)
+        .arg(&segs)
+        .query_async(&mut queue.conn())
+        .await
+        .map_err(|err| Error::redis(key, "HMGET", err))?;
+    let mut swept = 0;
+    for ((path, _), known) in objects.iter().zip(known) {
+        if known.is_none() {
+            tier.delete(path).await?;
+            swept += 1;
+        }
+    }
+    Ok(swept)
+}
+
+impl Queue {
+    /// The same queue with a cold tier: its leader moves jobs due beyond the tier's
+    /// horizon out of Redis into the tier's store, and loads them back before they are
+    /// due; [`reschedule`](Queue::reschedule) and [`job`](Queue::job) read a cold job
+    /// from the store. Every leader of the queue needs the tier (a leader without one
+    /// moves and loads nothing, so cold jobs would wait for one that has it); schedulers
+    /// and workers do not.
+    pub fn with_cold_tier(&self, tier: ColdTier) -> Queue {
+        self.with_cold(Some(tier))
+    }
+
+    /// The record of cold job `id` from segment `seg` of `window`, if the queue has a
+    /// tier.
+    pub(crate) async fn cold_record(
+        &self,
+        id: &str,
+        seg: u64,
+        window: u64,
+    ) -> Result<Option<Vec<u8>>, Error> {
+        match self.cold_tier() {
+            Some(tier) => Ok(Some(tier.record_of(self.name(), seg, window, id).await?)),
+            None => Ok(None),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_segment_reads_back_as_written_and_refuses_damage() {
+        let jobs = vec![
+            (b"a".to_vec(), b"100|3|0|5|0|payload".to_vec()),
+            (b"order:\xff".to_vec(), Vec::new()),
+        ];
+        let bytes = encode(&jobs);
+        assert_eq!(decode(&bytes, "p").unwrap(), jobs);
+        assert_eq!(decode(&encode(&[]), "p").unwrap(), vec![]);
+        for cut in [0, 5, 12, bytes.len() - 1] {
+            let err = decode(&bytes[..cut], "seg/1.seg").unwrap_err();
+            assert!(
+                err.is_store() && err.to_string().contains("seg/1.seg"),
+                "{err}"
+            );
+        }
+        let mut flipped = bytes.clone();
+        flipped[20] ^= 1;
+        assert!(decode(&flipped, "p")
+            .unwrap_err()
+            .to_string()
+            .contains("checksum"));
+    }
+
+    #[test]
+    fn paths_escape_the_queue_name() {
+        let tier = ColdTier::new(Arc::new(object_store::local::LocalFileSystem::new()));
+        let path = tier.segment_path("a/b c", 3_600_000, 7);
+        assert_eq!(path.as_ref(), "tickless/a%2Fb c/3600000/7.seg");
+        assert_eq!(path.filename(), Some("7.seg"));
+    }
+
+    #[test]
+    fn the_lead_is_half_the_horizon_unless_set_and_never_more() {
+        let tier = ColdTier::new(Arc::new(object_store::local::LocalFileSystem::new()));
+        assert_eq!(tier.lead(), Duration::from_secs(3 * 3600));
+        let tier = tier.horizon(Duration::from_secs(60));
+        assert_eq!(tier.lead(), Duration::from_secs(30));
+        assert_eq!(
+            tier.clone().with_lead(Duration::from_secs(90)).lead(),
+            Duration::from_secs(60)
+        );
+        assert_eq!(tier.window(Duration::ZERO).window, Duration::from_secs(1));
+    }
+}

@@ -1,0 +1,95 @@
+-- cold_take.lua: the leader's move to the cold tier, step 1 (cold.rs): far jobs, read.
+--
+-- KEYS     meta, jobs, due (contract.rs, script_keys::COLD_TAKE); bucket keys are
+--          built from meta's prefix
+-- ARGV     token, horizon (ms), window (ms), limit (at most MAX_BATCH)
+-- Returns  { 0 } if `token` is not the current leadership's or its lease has ended;
+--          else { now, first, w_1, n_1, id, record, ... (n_1 pairs), w_2, n_2, ... }: at
+--          most `limit` jobs whose window (due time rounded down to `window`) starts at
+--          or after now + horizon, grouped by window (start ms); `first` is the first
+--          of as many new segment numbers as windows (meta's `cseq` is raised by that
+--          many).
+--
+-- Writes nothing else: the jobs stay in the wheel until cold_commit.lua finds their
+-- records unchanged. A job whose skip count is not 0 (stale `ready` entries wait for it,
+-- I5) is left in the wheel.
+--
+-- Where far jobs are (I2): a job goes into the coarsest bucket that starts after the
+-- wheel's horizon, which may start long before the job is due (a level-3 bucket spans
+-- 74.5 h). So a bucket that starts at or after now + horizon + window holds far jobs
+-- only (all of them are taken, SRANDMEMBER); one that starts before that but ends after
+-- it may hold both, and is read with SSCAN from the cursor meta's `cscan` kept
+-- (`<member> <cursor>`), so that successive calls go through it once rather than
+-- sample the same near jobs again.
+local now, token, expires, cscan = meta('token', 'expires', 'cscan')
+if token ~= ARGV[1] or (tonumber(expires) or 0) <= now then
+  return { 0 }
+end
+local horizon = arg_int(2, 'horizon', 0)
+local width = arg_int(3, 'window', 1)
+local budget = arg_int(4, 'limit', 1, MAX_BATCH)
+local from = now + horizon + width
+-- Staged jobs are scored before the wheel's horizon, a second ahead at most: what is
+-- read here is buckets (and recurring schedules, skipped), a few hundred at most.
+local members = read('zset', 'ZRANGEBYSCORE', DUE, now + W0 + LEAD, '+inf')
+local groups, order = {}, {}
+local function take(ids)
+  local recs = read_all('hash', 'HMGET', JOBS, ids)
+  for x = 1, #ids do
+    local j = recs[x] and readable(recs[x])
+    if j and j.skip == 0 and string.find(j.loc, '^%d$') then
+      local w = j.due - j.due % width
+      if w >= now + horizon then
+        group(groups, order, w, { ids[x], recs[x] })
+        budget = budget - 1
+      end
+    end
+  end
+end
+local mixed = {}
+for _, member in ipairs(members) do
+  if budget <= 0 then
+    break
+  end
+  if string.sub(member, 1, 1) == M_BUCKET then
+    local level, start = string.match(member, '^.(%d):(%d+)$')
+    start = tonumber(start)
+    if start and start >= from then
+      take(read('set', 'SRANDMEMBER', bucket_key(member), budget))
+    elseif start and start + W0 * SPAN ^ tonumber(level) > from then
+      mixed[#mixed + 1] = member
+    end
+  end
+end
+-- One mixed bucket per call, from where the last call left it.
+local scanned = nil
+if budget > 0 and #mixed > 0 then
+  local member, cursor = mixed[1], '0'
+  local was, at = string.match(cscan or '', '^(%S+) (%d+)$')
+  for _, m in ipairs(mixed) do
+    if m == was then
+      member, cursor = was, at
+    end
+  end
+  local r = read('set', 'SSCAN', bucket_key(member), cursor, 'COUNT', budget)
+  take(r[2])
+  scanned = member .. ' ' .. r[1]
+end
+if scanned then
+  redis.call('HSET', META, 'cscan', scanned)
+end
+if #order == 0 then
+  return { now, 0 }
+end
+local last = redis.call('HINCRBY', META, 'cseq', #order)
+local out = { now, last - #order + 1 }
+for _, w in ipairs(order) do
+  local list = groups[w]
+  out[#out + 1] = w
+  out[#out + 1] = #list
+  for _, pair in ipairs(list) do
+    out[#out + 1] = pair[1]
+    out[#out + 1] = pair[2]
+  end
+end
+return out

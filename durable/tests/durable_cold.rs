@@ -1,0 +1,577 @@
+//! The cold tier (feature `cold`) against a real `redis-server` and a real directory, on
+//! the queue's manual clock: far jobs leave Redis for segments and come back before
+//! their window, each delivered once and never early; every promise of `Queue` holds for
+//! a cold job (idempotent schedule, cancel, reschedule, lookup); a store that fails
+//! (errors, a read-only directory, a full one, damage) loses nothing; a leader that dies
+//! between the steps of a move or a load (its task stopped where the store hangs) is
+//! replaced and nothing is lost or doubled.
+
+use tickless_test_support as support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use support::{at, queue_name, RedisServer, T0};
+use tickless_durable::{
+    ColdTier, JobState, Leader, LeaderOptions, Queue, When, Worker, WorkerOptions,
+};
+
+mod cold {
+    pub mod faulty;
+}
+use cold::faulty::{Fault, Faulty};
+
+const HOUR: u64 = 3_600_000;
+const FAR: u64 = 48 * HOUR;
+
+/// A directory of its own under the system's temporary directory, removed on drop.
+struct Dir(PathBuf);
+
+impl Dir {
+    fn new(test: &str) -> Dir {
+        let dir = std::env::temp_dir().join(format!(
+            "tickless-cold-{}-{}",
+            std::process::id(),
+            queue_name(test)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("make the store's directory");
+        Dir(dir)
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Every file under `dir`.
+fn files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                todo.push(path);
+            } else {
+                out.push(path);
+            }
+        }
+    }
+    out
+}
+
+fn tier(dir: &Path) -> ColdTier {
+    ColdTier::local(dir)
+        .expect("a local tier")
+        .horizon(Duration::from_secs(6 * 3600))
+        .window(Duration::from_secs(3600))
+}
+
+async fn setup(server: &RedisServer, test: &str, tier: ColdTier) -> (Queue, Leader, Worker) {
+    let queue = Queue::connect(&server.url(), &queue_name(test))
+        .await
+        .expect("connect")
+        .with_cold_tier(tier);
+    queue.set_manual_clock(Some(at(T0))).await.unwrap();
+    let mut leader = queue.leader(LeaderOptions::default());
+    leader.step().await.unwrap();
+    assert!(leader.is_leading());
+    let worker = queue.worker(WorkerOptions::default());
+    (queue, leader, worker)
+}
+
+fn payload(i: u64) -> Vec<u8> {
+    let mut p = format!("job {i} ").into_bytes();
+    p.resize(200, b'.');
+    p
+}
+
+/// `n` far jobs `far:<i>`, due FAR + i seconds after T0, 200-byte payloads.
+async fn schedule_far(queue: &Queue, n: u64) -> BTreeMap<String, u64> {
+    let jobs: Vec<(String, Vec<u8>, u64)> = (0..n)
+        .map(|i| (format!("far:{i}"), payload(i), T0 + FAR + i * 1000))
+        .collect();
+    let added = queue
+        .schedule_batch(
+            jobs.iter()
+                .map(|(id, p, due)| (id.as_str(), p.as_slice(), When::At(at(*due)))),
+        )
+        .await
+        .unwrap();
+    assert!(added.iter().all(|&a| a));
+    jobs.into_iter().map(|(id, _, due)| (id, due)).collect()
+}
+
+/// Moves the manual clock to `to`, lets the leader step, and returns what a worker then
+/// gets (acked): (id, due in ms), each checked not early.
+async fn run_to(
+    queue: &Queue,
+    leader: &mut Leader,
+    worker: &Worker,
+    to: u64,
+) -> Vec<(String, u64)> {
+    queue.set_manual_clock(Some(at(to))).await.unwrap();
+    leader.step().await.unwrap();
+    // The tick after a load promotes what the load put into the staged window.
+    leader.step().await.unwrap();
+    let mut got = Vec::new();
+    loop {
+        let jobs = worker.try_claim(1000).await.unwrap();
+        if jobs.is_empty() {
+            return got;
+        }
+        for job in jobs {
+            let due = job
+                .due()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_millis() as u64;
+            assert!(
+                due <= to,
+                "{} handed out at {to}, due {due}: early",
+                job.id()
+            );
+            assert!(
+                job.claimed_at() >= job.due(),
+                "{} claimed before due",
+                job.id()
+            );
+            got.push((job.id().to_string(), due));
+            worker.ack(&job).await.unwrap();
+        }
+    }
+}
+
+async fn hlen(server: &RedisServer, key: &str) -> u64 {
+    let mut admin = server.admin().await;
+    redis::cmd("HLEN")
+        .arg(key)
+        .query_async(&mut admin)
+        .await
+        .unwrap()
+}
+
+/// The keys of the queue's cold index, and how many entries they hold.
+async fn index_entries(server: &RedisServer, queue: &Queue) -> u64 {
+    let mut admin = server.admin().await;
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("tickless:{{{}}}:ci:*", queue.name()))
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let mut n = 0;
+    for key in keys {
+        let len: u64 = redis::cmd("HLEN")
+            .arg(&key)
+            .query_async(&mut admin)
+            .await
+            .unwrap();
+        n += len;
+    }
+    n
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn far_jobs_go_cold_keep_every_promise_and_come_back_once_on_time() {
+    let server = RedisServer::start();
+    let dir = Dir::new("cold-promises");
+    let (queue, mut leader, worker) = setup(&server, "cold-promises", tier(&dir.0)).await;
+    let jobs_key = format!("tickless:{{{}}}:jobs", queue.name());
+    let mut due = schedule_far(&queue, 3000).await;
+    // Near jobs stay in Redis: due within the horizon.
+    for i in 0..20u64 {
+        let id = format!("near:{i}");
+        assert!(queue
+            .schedule(&id, b"n", When::At(at(T0 + 10_000 + i)))
+            .await
+            .unwrap());
+        due.insert(id, T0 + 10_000 + i);
+    }
+    assert_eq!(hlen(&server, &jobs_key).await, 3020);
+
+    leader.step().await.unwrap();
+    assert_eq!(leader.stats().cold_moved, 3000);
+    assert_eq!(
+        hlen(&server, &jobs_key).await,
+        20,
+        "only the near jobs left in `jobs`"
+    );
+    assert_eq!(index_entries(&server, &queue).await, 3000);
+    let windows = queue.cold_windows().await.unwrap();
+    assert_eq!(windows.iter().map(|w| w.jobs).sum::<u64>(), 3000);
+    assert_eq!(
+        windows.iter().map(|w| w.segments).sum::<u64>() as usize,
+        files(&dir.0).len()
+    );
+    for w in &windows {
+        let start = w
+            .start
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64;
+        assert_eq!(start % HOUR, 0, "windows start on the hour");
+        assert!(
+            start >= T0 + 6 * HOUR,
+            "a window within the horizon went cold"
+        );
+    }
+    // A second pass moves nothing more.
+    leader.step().await.unwrap();
+    assert_eq!(leader.stats().cold_moved, 3000);
+
+    // The lookup reads the record from the store: state, due to the ms, payload.
+    let info = queue
+        .job("far:7")
+        .await
+        .unwrap()
+        .expect("a cold job is a job");
+    assert_eq!(info.state, JobState::Cold);
+    assert_eq!(info.due, at(due["far:7"]));
+    assert_eq!(info.payload, payload(7));
+    assert_eq!((info.attempts, info.max_attempts), (0, 5));
+    // Without the tier, what Redis knows: cold, due within its window.
+    let plain = Queue::connect(&server.url(), queue.name()).await.unwrap();
+    let info = plain
+        .job("far:7")
+        .await
+        .unwrap()
+        .expect("a cold job is a job");
+    assert_eq!(info.state, JobState::Cold);
+    assert!(info.due <= at(due["far:7"]) && info.due > at(due["far:7"] - HOUR));
+    assert!(info.payload.is_empty());
+    let err = plain
+        .reschedule("far:7", Duration::from_secs(1))
+        .await
+        .unwrap_err();
+    assert!(
+        err.is_store() && err.to_string().contains("with_cold_tier"),
+        "{err}"
+    );
+
+    // Idempotent on id: a cold id names a job.
+    assert!(!queue
+        .schedule("far:5", b"other", Duration::from_secs(1))
+        .await
+        .unwrap());
+    let ids: Vec<String> = (0..10).map(|i| format!("far:{i}")).collect();
+    let again = queue
+        .schedule_batch(
+            ids.iter()
+                .map(|id| (id.as_str(), b"x", When::After(Duration::ZERO))),
+        )
+        .await
+        .unwrap();
+    assert!(
+        again.iter().all(|&a| !a),
+        "a batch of cold ids added {again:?}"
+    );
+
+    // Cancel: 100 cold jobs, once.
+    let cancelled: Vec<String> = (0..100).map(|i| format!("far:{i}")).collect();
+    let removed = queue
+        .cancel_batch(cancelled.iter().map(String::as_str))
+        .await
+        .unwrap();
+    assert!(removed.iter().all(|&r| r));
+    assert!(!queue.cancel("far:3").await.unwrap(), "cancelled twice");
+    assert!(queue.job("far:3").await.unwrap().is_none());
+    assert!(!queue
+        .reschedule("far:3", Duration::from_secs(1))
+        .await
+        .unwrap());
+    // A cancelled cold id is free again; scheduled anew, it is a new (hot) job.
+    assert!(queue
+        .schedule("far:99", b"new", When::At(at(T0 + 30_000)))
+        .await
+        .unwrap());
+    due.insert("far:99".into(), T0 + 30_000);
+
+    // Reschedule: 50 cold jobs to the next minute.
+    for i in 100..150 {
+        let id = format!("far:{i}");
+        assert!(queue
+            .reschedule(&id, When::At(at(T0 + 60_000 + i)))
+            .await
+            .unwrap());
+        due.insert(id, T0 + 60_000 + i);
+    }
+    assert_eq!(
+        queue.job("far:120").await.unwrap().unwrap().state,
+        JobState::Scheduled
+    );
+    let windows = queue.cold_windows().await.unwrap();
+    assert_eq!(windows.iter().map(|w| w.jobs).sum::<u64>(), 2850);
+
+    let mut delivered: BTreeMap<String, u32> = BTreeMap::new();
+    let record = |delivered: &mut BTreeMap<String, u32>, got: Vec<(String, u64)>| {
+        for (id, d) in got {
+            assert_eq!(d, due[&id], "{id} delivered with another due time");
+            *delivered.entry(id).or_default() += 1;
+        }
+    };
+    record(
+        &mut delivered,
+        run_to(&queue, &mut leader, &worker, T0 + 61_000).await,
+    );
+    let first: BTreeSet<&str> = delivered.keys().map(String::as_str).collect();
+    assert_eq!(
+        first.len(),
+        20 + 1 + 50,
+        "near, far:99 anew, the 50 rescheduled: {first:?}"
+    );
+
+    // Nothing loads before its window is within the lead (3 h)...
+    let before_load = T0 + FAR - 4 * HOUR;
+    record(
+        &mut delivered,
+        run_to(&queue, &mut leader, &worker, before_load).await,
+    );
+    assert_eq!(leader.stats().cold_loaded, 0);
+    // ... then every remaining job comes back into Redis, and the store empties.
+    record(
+        &mut delivered,
+        run_to(&queue, &mut leader, &worker, T0 + FAR - 2 * HOUR).await,
+    );
+    assert_eq!(leader.stats().cold_loaded, 2850);
+    assert!(queue.cold_windows().await.unwrap().is_empty());
+    assert_eq!(index_entries(&server, &queue).await, 0);
+    assert!(
+        files(&dir.0).is_empty(),
+        "segments left: {:?}",
+        files(&dir.0)
+    );
+    assert_eq!(
+        queue.job("far:2000").await.unwrap().unwrap().state,
+        JobState::Scheduled
+    );
+
+    // Then each is delivered at its due time: step through in 10-minute strides.
+    let mut t = T0 + FAR - 2 * HOUR;
+    while t < T0 + FAR + 3000 * 1000 {
+        t += 600_000;
+        record(
+            &mut delivered,
+            run_to(&queue, &mut leader, &worker, t).await,
+        );
+    }
+    let expected: BTreeSet<String> = due
+        .keys()
+        .filter(|id| !cancelled.contains(id) || id.as_str() == "far:99")
+        .cloned()
+        .collect();
+    let got: BTreeSet<String> = delivered.keys().cloned().collect();
+    assert_eq!(got, expected, "lost or unexpected deliveries");
+    let twice: Vec<_> = delivered.iter().filter(|(_, &n)| n > 1).collect();
+    assert!(twice.is_empty(), "delivered more than once: {twice:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_store_loses_nothing_and_the_leader_goes_on() {
+    let server = RedisServer::start();
+    let dir = Dir::new("cold-faults");
+    let faulty = Faulty::new(&dir.0);
+    let tier = ColdTier::new(Arc::new(faulty.clone()))
+        .horizon(Duration::from_secs(6 * 3600))
+        .window(Duration::from_secs(3600));
+    let (queue, mut leader, worker) = setup(&server, "cold-faults", tier).await;
+    let jobs_key = format!("tickless:{{{}}}:jobs", queue.name());
+    let due = schedule_far(&queue, 500).await;
+
+    // PUT fails: the pass fails, every job stays in Redis, nothing is in the store.
+    faulty.set(Fault::FailPut);
+    let err = leader.step().await.unwrap_err();
+    assert!(err.is_store() && err.to_string().contains("PUT"), "{err}");
+    assert_eq!(hlen(&server, &jobs_key).await, 500);
+    assert!(files(&dir.0).is_empty());
+
+    // The store works again: the next pass moves them.
+    faulty.set(Fault::None);
+    leader.step().await.unwrap();
+    assert_eq!(hlen(&server, &jobs_key).await, 0);
+    assert_eq!(index_entries(&server, &queue).await, 500);
+
+    // GET fails at load time: nothing is loaded, nothing lost; then it works.
+    faulty.set(Fault::FailGet);
+    queue
+        .set_manual_clock(Some(at(T0 + FAR - 2 * HOUR)))
+        .await
+        .unwrap();
+    assert!(leader.step().await.unwrap_err().is_store());
+    assert_eq!(index_entries(&server, &queue).await, 500);
+    faulty.set(Fault::None);
+    leader.step().await.unwrap();
+    assert_eq!(index_entries(&server, &queue).await, 0);
+    assert_eq!(hlen(&server, &jobs_key).await, 500);
+    let mut delivered = BTreeSet::new();
+    for (id, d) in run_to(&queue, &mut leader, &worker, T0 + FAR + 600_000).await {
+        assert_eq!(d, due[&id]);
+        assert!(delivered.insert(id.clone()), "{id} twice");
+    }
+    assert_eq!(delivered.len(), due.len());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_segment_is_refused_not_loaded() {
+    let server = RedisServer::start();
+    let dir = Dir::new("cold-damage");
+    let (queue, mut leader, _worker) = setup(&server, "cold-damage", tier(&dir.0)).await;
+    schedule_far(&queue, 100).await;
+    leader.step().await.unwrap();
+    let segment = files(&dir.0).pop().expect("a segment");
+    let mut bytes = std::fs::read(&segment).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x20;
+    std::fs::write(&segment, &bytes).unwrap();
+    queue
+        .set_manual_clock(Some(at(T0 + FAR - 2 * HOUR)))
+        .await
+        .unwrap();
+    let err = leader.step().await.unwrap_err();
+    assert!(
+        err.is_store() && err.to_string().contains("checksum"),
+        "{err}"
+    );
+    // Its jobs are still named by the index: not lost, not loaded half.
+    assert_eq!(index_entries(&server, &queue).await, 100);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_only_or_full_store_is_a_clear_error_and_nothing_leaves_redis() {
+    use std::os::unix::fs::PermissionsExt;
+    let server = RedisServer::start();
+    // A read-only directory (root writes through its mode, so as root this case is
+    // left to the full disk below).
+    if !is_root() {
+        let dir = Dir::new("cold-readonly");
+        let (queue, mut leader, _worker) = setup(&server, "cold-readonly", tier(&dir.0)).await;
+        let jobs_key = format!("tickless:{{{}}}:jobs", queue.name());
+        schedule_far(&queue, 50).await;
+        std::fs::set_permissions(&dir.0, std::fs::Permissions::from_mode(0o555)).unwrap();
+        let result = leader.step().await;
+        std::fs::set_permissions(&dir.0, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let err = result.unwrap_err();
+        assert!(err.is_store() && err.to_string().contains("PUT"), "{err}");
+        assert_eq!(hlen(&server, &jobs_key).await, 50);
+    }
+    // A full disk: the PUT fails as the filesystem says it (ENOSPC).
+    let dir = Dir::new("cold-full");
+    let faulty = Faulty::new(&dir.0);
+    faulty.set(Fault::Full);
+    let (queue, mut leader, _worker) = setup(
+        &server,
+        "cold-full",
+        ColdTier::new(Arc::new(faulty.clone())),
+    )
+    .await;
+    let jobs_key = format!("tickless:{{{}}}:jobs", queue.name());
+    schedule_far(&queue, 50).await;
+    let err = leader.step().await.unwrap_err();
+    assert!(
+        err.is_store() && err.to_string().contains("No space left"),
+        "{err}"
+    );
+    assert_eq!(
+        hlen(&server, &jobs_key).await,
+        50,
+        "a job left Redis for a store that failed"
+    );
+    assert!(files(&dir.0).is_empty());
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .map(|s| {
+            s.lines()
+                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_stopped_between_any_two_steps_is_replaced_and_nothing_is_lost_or_doubled() {
+    // The store hangs at one step, as a leader killed there would stop: the PUT of a
+    // move (before and after the object is written), the GET of a load, the DELETE after
+    // a retire. The first leader's pass is left hanging; the clock passes its lease; a
+    // second leader takes over and finishes. Each step in turn.
+    for fault in [
+        Fault::HangBeforePut,
+        Fault::HangAfterPut,
+        Fault::HangGet,
+        Fault::HangDelete,
+    ] {
+        let server = RedisServer::start();
+        let dir = Dir::new("cold-takeover");
+        let faulty = Faulty::new(&dir.0);
+        let tier = ColdTier::new(Arc::new(faulty.clone()))
+            .horizon(Duration::from_secs(6 * 3600))
+            .window(Duration::from_secs(3600))
+            .check_every(Duration::from_millis(10));
+        let (queue, mut first, worker) = setup(&server, "cold-takeover", tier).await;
+        let due = schedule_far(&queue, 2500).await;
+        let loading = matches!(fault, Fault::HangGet | Fault::HangDelete);
+        if loading {
+            first.step().await.unwrap();
+            queue
+                .set_manual_clock(Some(at(T0 + FAR - 2 * HOUR)))
+                .await
+                .unwrap();
+        }
+        faulty.set(fault);
+        // The first leader's round, with its pass, stops in the store.
+        let stale = tokio::spawn(async move {
+            let result = first.step().await;
+            (first, result)
+        });
+        faulty
+            .wait_hung(Duration::from_secs(10), &format!("{fault:?}"))
+            .await;
+        faulty.set(Fault::None);
+        // Its lease ends; a second leader takes over and does the whole pass.
+        queue
+            .advance_manual_clock(Duration::from_secs(61))
+            .await
+            .unwrap();
+        let mut second = queue.leader(LeaderOptions::default());
+        second.step().await.unwrap();
+        assert!(second.is_leading(), "{fault:?}: no takeover");
+        // The first wakes up with a stale token: whatever it writes to Redis is refused;
+        // what it writes to the store, no segment of Redis names.
+        faulty.release();
+        let (mut first, _) = tokio::time::timeout(Duration::from_secs(10), stale)
+            .await
+            .unwrap_or_else(|_| panic!("{fault:?}: the stale round did not end within 10 s"))
+            .unwrap();
+        // Its round may have failed (its GET finds the segment loaded and gone); its next
+        // one finds it no longer leads.
+        first.step().await.unwrap();
+        assert!(!first.is_leading(), "{fault:?}: two leaders");
+        if !loading {
+            queue
+                .set_manual_clock(Some(at(T0 + FAR - 2 * HOUR)))
+                .await
+                .unwrap();
+        }
+        second.step().await.unwrap();
+        assert_eq!(
+            index_entries(&server, &queue).await,
+            0,
+            "{fault:?}: jobs left cold"
+        );
+        assert!(queue.cold_windows().await.unwrap().is_empty(), "{fault:?}");
+        assert!(
+            files(&dir.0).is_empty(),
+            "{fault:?}: left in the store: {:?}",
+            files(&dir.0)
+        );
+        let mut delivered = BTreeSet::new();
+        for (id, d) in run_to(&queue, &mut second, &worker, T0 + FAR + 3000 * 1000).await {
+            assert_eq!(d, due[&id], "{fault:?}");
+            assert!(delivered.insert(id.clone()), "{fault:?}: {id} twice");
+        }
+        assert_eq!(delivered.len(), due.len(), "{fault:?}: lost jobs");
+    }
+}
