@@ -279,6 +279,9 @@ impl ColdTier {
 
 const MAGIC: &[u8; 8] = b"TKCOLD01";
 
+/// A segment's jobs: (id, record) pairs.
+pub(crate) type Jobs = Vec<(Vec<u8>, Vec<u8>)>;
+
 /// A segment: `TKCOLD01`, the job count (u32, little-endian), then per job its id and
 /// its record (`jobs`'s value, lib.lua's I1), each as a u32 length and the bytes, then the
 /// FNV-1a 64-bit hash of everything before it (u64): a truncated or altered object is
@@ -300,7 +303,7 @@ pub(crate) fn encode(jobs: &[(Vec<u8>, Vec<u8>)]) -> Vec<u8> {
 }
 
 /// The jobs of a segment [`encode`] wrote; an error naming `path` for anything else.
-pub(crate) fn decode(bytes: &[u8], path: &str) -> Result<Vec<(Vec<u8>, Vec<u8>)>, Error> {
+pub(crate) fn decode(bytes: &[u8], path: &str) -> Result<Jobs, Error> {
     let bad = |why: &str| Error::store("read", path, format!("not a segment: {why}"));
     if bytes.len() < MAGIC.len() + 12 || &bytes[..MAGIC.len()] != MAGIC {
         return Err(bad("no TKCOLD01 header"));

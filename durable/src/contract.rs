@@ -231,6 +231,7 @@ pub(crate) mod script_keys {
     pub(crate) const COLD_LOAD: &[Key] = &[Meta, Jobs, Due, Ready, ColdSegs];
     pub(crate) const COLD_RETIRE: &[Key] = &[Meta, ColdSegs, ColdWindows];
     pub(crate) const COLD_FIND: &[Key] = &[Meta, ColdSegs];
+    pub(crate) const COLD_REPAIR: &[Key] = &[Meta, Jobs, ColdSegs, ColdWindows];
 }
 
 /// The one-line header of a script that declares `keys`: its keys named from `KEYS`,

@@ -195,8 +195,16 @@ impl Queue {
     /// [`Error::is_redis`], [`Error::is_garbage`].
     pub async fn stats(&self) -> Result<super::Stats, Error> {
         let meta = self.meta_key();
-        type Counts = (u64, u64, u64, u64, Vec<Option<String>>, (u64, u64));
-        let (jobs, ready, flight, dead, fields, time): Counts = redis::pipe()
+        type Counts = (
+            u64,
+            u64,
+            u64,
+            u64,
+            Vec<Option<String>>,
+            (u64, u64),
+            Vec<(String, String)>,
+        );
+        let (jobs, ready, flight, dead, fields, time, segments): Counts = redis::pipe()
             .hlen(self.key(Key::Jobs))
             .llen(self.key(Key::Ready))
             .zcard(self.key(Key::Flight))
@@ -209,10 +217,21 @@ impl Queue {
                 ],
             )
             .cmd("TIME")
+            .hgetall(self.key(Key::ColdSegs))
             .query_async(&mut self.conn())
             .await
             .map_err(|err| Error::redis(meta, "stats", err))?;
-        super::stats::build(meta, jobs, ready, flight, dead, &fields, time)
+        let mut stats = super::stats::build(meta, jobs, ready, flight, dead, &fields, time)?;
+        for (_, segment) in &segments {
+            let (_, left, _) = super::cold_view::parse_segment(segment).ok_or_else(|| {
+                Error::garbage(
+                    self.key(Key::ColdSegs),
+                    format!("value {segment:?} is not a segment's"),
+                )
+            })?;
+            stats.cold += left;
+        }
+        Ok(stats)
     }
 
     /// The time on the queue's clock: Redis `TIME`, or the manual clock if one is set.

@@ -29,6 +29,12 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+// The cold tier's share of the leader: its passes, and a leader without one noticing cold
+// jobs it cannot load.
+mod cold;
+#[cfg(feature = "cold")]
+use cold::ColdRun;
+
 /// Settings of a [`Leader`].
 ///
 /// # Examples
@@ -110,27 +116,10 @@ pub struct Leader {
     /// The cold tier's passes (cold.rs), beside the ticks.
     #[cfg(feature = "cold")]
     cold: ColdRun,
+    /// A leader without a cold tier: when it next looks whether the queue has cold jobs
+    /// near, and whether it saw some at its last look (then it looks every round).
+    cold_look: (Instant, bool),
 }
-
-/// When the leader next looks at the cold tier, and the pass running now.
-#[cfg(feature = "cold")]
-#[derive(Debug)]
-struct ColdRun {
-    at: Instant,
-    task: Option<(
-        u64,
-        tokio::task::JoinHandle<Result<super::cold::Pass, Error>>,
-    )>,
-    /// The leadership (token) whose first pass swept the store's orphans.
-    swept: Option<u64>,
-    passes: u64,
-}
-
-/// Every this many passes the leader sweeps the store again (an hour at the default
-/// `check_every`): a leader that lost its lease in the middle of a move may write its
-/// object after the new leader's first sweep.
-#[cfg(feature = "cold")]
-const SWEEP_EVERY: u64 = 360;
 
 #[derive(Debug, Clone, Copy)]
 enum Role {
@@ -194,13 +183,9 @@ impl Queue {
                 retry_at: Instant::now(),
             },
             last_map: None,
+            cold_look: (Instant::now(), false),
             #[cfg(feature = "cold")]
-            cold: ColdRun {
-                at: Instant::now(),
-                task: None,
-                swept: None,
-                passes: 0,
-            },
+            cold: ColdRun::new(),
         }
     }
 }
@@ -439,15 +424,8 @@ impl Leader {
             self.due_step().await?;
         }
         #[cfg(feature = "cold")]
-        if let (Some(tier), Role::Leading { token, .. }) =
-            (self.queue.cold_tier().cloned(), self.role)
-        {
-            if let Some((_, task)) = self.cold.task.take() {
-                task.abort();
-            }
-            let pass = super::cold::pass(&self.queue, &tier, token, true).await?;
-            self.cold_done(token, pass);
-        }
+        self.cold_pass_now().await?;
+        self.look_for_cold_jobs(true).await?;
         Ok(())
     }
 
@@ -473,87 +451,7 @@ impl Leader {
         }
         #[cfg(feature = "cold")]
         self.cold_step().await;
-        Ok(())
-    }
-
-    /// When the cold tier wants this leader next (never, without one).
-    fn cold_at(&self) -> Instant {
-        #[cfg(feature = "cold")]
-        if self.queue.cold_tier().is_some() {
-            return self.cold.at;
-        }
-        Instant::now() + FAR
-    }
-
-    /// The cold tier's share of a round: collects a finished pass (an error is counted as
-    /// the leader's, as the takeover's repair is: the ticks go on), and starts the next
-    /// when it is time. A pass runs as a task of its own, fenced by this leadership's
-    /// token, so that a long move or load never holds up a tick.
-    #[cfg(feature = "cold")]
-    async fn cold_step(&mut self) {
-        let (Some(tier), Role::Leading { token, .. }) =
-            (self.queue.cold_tier().cloned(), self.role)
-        else {
-            return;
-        };
-        if let Some((_, task)) = &self.cold.task {
-            if !task.is_finished() {
-                return;
-            }
-        }
-        if let Some((ran, task)) = self.cold.task.take() {
-            match task.await {
-                Ok(Ok(pass)) => self.cold_done(ran, pass),
-                Ok(Err(err)) => {
-                    self.queue.report("leader", &err).await;
-                    super::trace::event!(warn, queue = self.queue.name(), error = %err, "cold tier pass failed");
-                    self.shared.counted(&err);
-                }
-                Err(_) => {}
-            }
-        }
-        let now = Instant::now();
-        if now < self.cold.at {
-            return;
-        }
-        self.cold.at = now + tier.every();
-        let queue = self.queue.clone();
-        // A new leadership's first pass sweeps, and every SWEEP_EVERY-th after it.
-        self.cold.passes += 1;
-        let sweep = self.cold.swept != Some(token) || self.cold.passes % SWEEP_EVERY == 0;
-        self.cold.task = Some((
-            token,
-            tokio::spawn(async move { super::cold::pass(&queue, &tier, token, sweep).await }),
-        ));
-    }
-
-    #[cfg(feature = "cold")]
-    fn cold_done(&mut self, token: u64, pass: super::cold::Pass) {
-        if pass.fenced {
-            // Redis refused the token: this leadership has ended.
-            if matches!(self.role, Role::Leading { token: now, .. } if now == token) {
-                self.lose();
-            }
-        } else {
-            self.cold.swept = Some(token);
-        }
-        self.shared
-            .cold_moved
-            .fetch_add(pass.moved, Ordering::Relaxed);
-        self.shared
-            .cold_loaded
-            .fetch_add(pass.loaded, Ordering::Relaxed);
-        if pass.moved + pass.loaded + pass.swept > 0 {
-            super::trace::event!(
-                debug,
-                queue = self.queue.name(),
-                moved = pass.moved,
-                loaded = pass.loaded,
-                retired = pass.retired,
-                swept = pass.swept,
-                "cold tier pass"
-            );
-        }
+        self.look_for_cold_jobs(false).await
     }
 
     /// Whether this candidate holds the lease (as of its last call to Redis).

@@ -56,7 +56,11 @@
 //!   its last attempt (5 by default) the job goes to the dead set, with its last error.
 //! - **Durable** as far as Redis is: with `appendonly yes` and `appendfsync always`, a
 //!   job whose `schedule` returned is kept through a crash of Redis; with `everysec`,
-//!   through a crash of the Redis process but not always of the machine.
+//!   through a crash of the Redis process but not always of the machine. A job in the
+//!   cold tier (feature `cold`: jobs due beyond a horizon kept in a directory or object
+//!   storage, see `ColdTier`) is as durable as its store: it is there alone, written
+//!   with `fsync` (a directory) or a returned PUT (S3) before Redis let it go. Every
+//!   guarantee above holds for it.
 //!
 //! # Connecting
 //!
@@ -84,6 +88,9 @@
 //! | `recur` | hash | recurring schedule id → `kind\|policy\|max\|period\|spec\|payload` |
 //! | `rnext` | hash | schedule id → `last:t1,t2,...`: the latest occurrence made into a job, then the known next ones |
 //! | `rlow` | set | ids of cron schedules with fewer than 8 known occurrences, for the leader to refill |
+//! | `ci:<hhhh>` | hash | the cold tier's index (feature `cold`): cold job id → its segment's number; `hhhh` the first four hex digits of SHA-1(id) |
+//! | `cseg` | hash | cold segment number → `window\|left\|bytes` |
+//! | `cwin` | sorted set | cold segment numbers, scored by their window's start |
 //! | `wake` | channel | earlier wakes and shortened leases, for the leader and candidates |
 //!
 //! # The scripts

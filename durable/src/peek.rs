@@ -278,6 +278,10 @@ pub struct Counters {
     pub leader_failing: u64,
     /// Why, as that leader saw it.
     pub leader_error: Option<String>,
+    /// Jobs moved out of Redis into the queue's cold tier (see `ColdTier`).
+    pub cold_moved: u64,
+    /// Jobs loaded back from the cold tier into the wheel.
+    pub cold_loaded: u64,
 }
 
 impl Queue {
@@ -300,6 +304,8 @@ impl Queue {
             "promoted",
             "lag_sum_ms",
             "script_errors",
+            "cold_out",
+            "cold_in",
         ];
         let lag_fields: Vec<String> = LAG_BOUNDS_MS
             .iter()
@@ -353,6 +359,8 @@ impl Queue {
             promoted: n(7),
             lag_sum_ms: n(8),
             script_errors: n(9),
+            cold_moved: n(10),
+            cold_loaded: n(11),
             last_script_error,
             leader_failing,
             leader_error,
@@ -361,7 +369,7 @@ impl Queue {
                 .map(|&b| Some(b))
                 .chain([None])
                 .enumerate()
-                .map(|(i, le)| (le, n(10 + i)))
+                .map(|(i, le)| (le, n(12 + i)))
                 .collect(),
         })
     }

@@ -88,8 +88,17 @@ impl Queue {
     ///
     /// [`Error::is_redis`], [`Error::is_garbage`] when a key holds the wrong type (fix or
     /// delete it, then repair again).
+    ///
+    /// A queue that has had a cold tier gets its index checked too (see `ColdTier`): an
+    /// entry naming a segment Redis no longer knows (its job cannot be loaded, and its
+    /// id would stay taken) or an id the wheel holds a live job of is removed, and
+    /// `cwin` is brought in line with `cseg`; about 5 µs of Redis CPU per cold job. The
+    /// store is not touched: its orphans (objects no segment names) are the leader's to
+    /// delete, since only it knows which of its moves are between the PUT and the commit.
     pub async fn repair(&self) -> Result<Repaired, Error> {
-        Ok(run(self, None).await?.unwrap_or_default())
+        let mut done = run(self, None).await?.unwrap_or_default();
+        super::cold_view::repair(self, &mut done).await?;
+        Ok(done)
     }
 }
 

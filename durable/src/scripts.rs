@@ -338,6 +338,7 @@ scripts!(
     cold_thaw: true, script_keys::COLD_LOAD;
     cold_retire: true, script_keys::COLD_RETIRE;
     cold_find: true, script_keys::COLD_FIND;
+    cold_repair: true, script_keys::COLD_REPAIR;
 );
 
 /// The scripts, built on first use.

@@ -42,6 +42,9 @@ pub struct Stats {
     pub in_flight: u64,
     /// Jobs that failed their last attempt.
     pub dead: u64,
+    /// Jobs kept in the queue's cold tier (its store), not in Redis memory: see
+    /// `ColdTier` and [`Queue::cold_windows`](super::Queue::cold_windows).
+    pub cold: u64,
     /// The current leader's name, if its lease is live.
     pub leader: Option<String>,
     /// The fencing token of the current (or last) leadership.
@@ -96,6 +99,7 @@ pub(crate) fn build(
         ready,
         in_flight,
         dead,
+        cold: 0,
         leader: if live { holder } else { None },
         token,
         lease_ends: live.then(|| system_time(expires)),

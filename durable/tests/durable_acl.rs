@@ -1,6 +1,7 @@
 //! README's minimal ACL user, tested by what the queue does, not by a list of commands:
 //! every role (scheduler, leader with its takeover repair and recurring refill, worker,
-//! the inspecting calls, repair, retry of dead jobs) runs as exactly that user and
+//! the inspecting calls, repair, retry of dead jobs, the cold tier's move, load and
+//! lookups) runs as exactly that user and
 //! succeeds; the same roles as a user missing any one grant of README's line meet a
 //! permission error in a real call (so every grant is needed, and removing one from the
 //! README fails this test); README's extra grants (`+wait`, `+scan`) are needed by what it
@@ -10,6 +11,9 @@ use tickless_test_support as support;
 
 #[path = "durable_acl/atomic.rs"]
 mod atomic;
+#[cfg(feature = "cold")]
+#[path = "durable_acl/cold.rs"]
+mod cold;
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -120,6 +124,8 @@ async fn roles(url: &str, name: &str, admin: &mut Admin) -> Step<()> {
     let key = |suffix: &str| format!("tickless:{{{name}}}:{suffix}");
     // A fresh Redis knows no script: each is loaded by the first call that needs it.
     let _: () = cmd(admin, &["SCRIPT", "FLUSH"]).await;
+    #[cfg(feature = "cold")]
+    cold::roles(url, name, admin).await?;
     let queue = step("connect", Queue::connect(url, name).await)?;
     set_clock(admin, name, T0).await;
 

@@ -370,6 +370,40 @@ async fn far_jobs_go_cold_keep_every_promise_and_come_back_once_on_time() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_without_the_tier_says_it_cannot_load_a_window_that_comes_near() {
+    let server = RedisServer::start();
+    let dir = Dir::new("cold-untiered");
+    let (queue, mut leader, _worker) = setup(&server, "cold-untiered", tier(&dir.0)).await;
+    schedule_far(&queue, 10).await;
+    leader.step().await.unwrap();
+    drop(leader);
+    // A leader of the same queue without the tier: far from the window, nothing to say.
+    let plain = Queue::connect(&server.url(), queue.name()).await.unwrap();
+    queue
+        .advance_manual_clock(Duration::from_secs(61))
+        .await
+        .unwrap();
+    let mut untiered = plain.leader(LeaderOptions::default());
+    untiered.step().await.unwrap();
+    assert!(untiered.is_leading());
+    // Within the hour before the window: its rounds fail, saying why.
+    queue
+        .set_manual_clock(Some(at(T0 + FAR - HOUR / 2)))
+        .await
+        .unwrap();
+    let err = untiered.step().await.unwrap_err();
+    assert!(
+        err.is_store() && err.to_string().contains("with_cold_tier"),
+        "{err}"
+    );
+    assert_eq!(
+        queue.stats().await.unwrap().cold,
+        10,
+        "nothing was loaded or lost"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_store_loses_nothing_and_the_leader_goes_on() {
     let server = RedisServer::start();
     let dir = Dir::new("cold-faults");
@@ -574,4 +608,173 @@ async fn a_leader_stopped_between_any_two_steps_is_replaced_and_nothing_is_lost_
         }
         assert_eq!(delivered.len(), due.len(), "{fault:?}: lost jobs");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repair_removes_index_entries_of_lost_segments_and_mends_the_window_set() {
+    let server = RedisServer::start();
+    let dir = Dir::new("cold-repair");
+    let (queue, mut leader, _worker) = setup(&server, "cold-repair", tier(&dir.0)).await;
+    // Two windows: 600 jobs an hour apart from the rest.
+    schedule_far(&queue, 600).await;
+    let late: Vec<String> = (0..50).map(|i| format!("late:{i}")).collect();
+    queue
+        .schedule_batch(
+            late.iter()
+                .map(|id| (id.as_str(), b"l", When::At(at(T0 + FAR + 5 * HOUR)))),
+        )
+        .await
+        .unwrap();
+    leader.step().await.unwrap();
+    assert_eq!(index_entries(&server, &queue).await, 650);
+    assert_eq!(
+        queue.repair().await.unwrap(),
+        Default::default(),
+        "a sound tier needs nothing"
+    );
+
+    let cseg = format!("tickless:{{{}}}:cseg", queue.name());
+    let cwin = format!("tickless:{{{}}}:cwin", queue.name());
+    let mut admin = server.admin().await;
+    let segs: BTreeMap<String, String> = redis::cmd("HGETALL")
+        .arg(&cseg)
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let lost = segs
+        .iter()
+        .find(|(_, v)| v.split('|').nth(1) == Some("50"))
+        .map(|(k, _)| k.clone())
+        .expect("the late window's segment");
+    // The late window's segment is forgotten by hand, another segment's `cwin` member
+    // deleted, and a late id given a live job in the wheel beside its entry.
+    let _: () = redis::cmd("HDEL")
+        .arg(&cseg)
+        .arg(&lost)
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let _: () = redis::cmd("ZREM")
+        .arg(&cwin)
+        .arg(&lost)
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let other = segs.keys().find(|k| **k != lost).unwrap().clone();
+    let _: () = redis::cmd("ZREM")
+        .arg(&cwin)
+        .arg(&other)
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let jobs = format!("tickless:{{{}}}:jobs", queue.name());
+    let _: () = redis::cmd("HSET")
+        .arg(&jobs)
+        .arg("far:1")
+        .arg(format!("{}|s|0|5|0|hand", T0))
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let _: () = redis::cmd("RPUSH")
+        .arg(format!("tickless:{{{}}}:ready", queue.name()))
+        .arg("far:1")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+
+    let repaired = queue.repair().await.unwrap();
+    assert_eq!(repaired.removed, 50 + 1, "{repaired:?}");
+    assert_eq!(repaired.placed, 1, "{repaired:?}");
+    assert_eq!(index_entries(&server, &queue).await, 600 - 1);
+    let members: Vec<String> = redis::cmd("ZRANGE")
+        .arg(&cwin)
+        .arg(0)
+        .arg(-1)
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let mut known: Vec<String> = segs.keys().filter(|k| **k != lost).cloned().collect();
+    known.sort();
+    let mut members = members;
+    members.sort();
+    assert_eq!(members, known);
+    // The lost jobs' ids are free again; the wheel's far:1 is the one job of that id.
+    assert!(queue
+        .schedule("late:3", b"again", Duration::from_secs(60))
+        .await
+        .unwrap());
+    assert_eq!(queue.job("far:1").await.unwrap().unwrap().payload, b"hand");
+    assert_eq!(
+        queue.repair().await.unwrap(),
+        Default::default(),
+        "repaired twice"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_changed_while_its_segment_is_written_stays_in_the_wheel() {
+    // The move is held between its PUT and its commit; meanwhile some of the jobs it
+    // took are cancelled, rescheduled, or cancelled and scheduled anew with another
+    // payload. The commit moves only the jobs whose record is still the one written.
+    let server = RedisServer::start();
+    let dir = Dir::new("cold-race");
+    let faulty = Faulty::new(&dir.0);
+    let tier = ColdTier::new(Arc::new(faulty.clone()))
+        .horizon(Duration::from_secs(6 * 3600))
+        .window(Duration::from_secs(3600));
+    let (queue, leader, worker) = setup(&server, "cold-race", tier).await;
+    let mut due = schedule_far(&queue, 300).await;
+    faulty.set(Fault::HangAfterPut);
+    let held = tokio::spawn(async move {
+        let mut leader = leader;
+        let result = leader.step().await;
+        (leader, result)
+    });
+    faulty
+        .wait_hung(Duration::from_secs(10), "the move's PUT")
+        .await;
+    faulty.set(Fault::None);
+    for i in 0..10 {
+        assert!(queue.cancel(&format!("far:{i}")).await.unwrap());
+        due.remove(&format!("far:{i}"));
+    }
+    for i in 10..20 {
+        let id = format!("far:{i}");
+        assert!(queue
+            .reschedule(&id, When::At(at(T0 + 5_000 + i)))
+            .await
+            .unwrap());
+        due.insert(id, T0 + 5_000 + i);
+    }
+    for i in 20..30 {
+        let id = format!("far:{i}");
+        assert!(queue.cancel(&id).await.unwrap());
+        assert!(queue
+            .schedule(&id, b"anew", When::At(at(T0 + FAR + i * 1000)))
+            .await
+            .unwrap());
+    }
+    faulty.release();
+    let (mut leader, result) = tokio::time::timeout(Duration::from_secs(10), held)
+        .await
+        .expect("the held move did not end within 10 s")
+        .unwrap();
+    result.unwrap();
+    assert_eq!(leader.stats().cold_moved, 270, "only unchanged jobs move");
+    for i in 20..30 {
+        let info = queue.job(&format!("far:{i}")).await.unwrap().unwrap();
+        assert_eq!(
+            (info.state, info.payload.as_slice()),
+            (JobState::Scheduled, &b"anew"[..])
+        );
+    }
+    let mut delivered = BTreeMap::new();
+    for t in [T0 + 6_000, T0 + FAR - 2 * HOUR, T0 + FAR + 400_000] {
+        for (id, d) in run_to(&queue, &mut leader, &worker, t).await {
+            assert_eq!(d, due[&id], "{id}");
+            *delivered.entry(id).or_insert(0) += 1;
+        }
+    }
+    assert!(delivered.values().all(|&n| n == 1), "{delivered:?}");
+    assert_eq!(delivered.len(), due.len(), "lost jobs");
 }

@@ -343,6 +343,25 @@ async fn inspect(queue: &Queue) -> Result<(), Error> {
     if stats.manual_clock {
         println!("  manual clock at {} ms", ms(stats.now));
     }
+    let windows = queue.cold_windows().await?;
+    if let Some(first) = windows.first() {
+        let bytes: u64 = windows.iter().map(|w| w.bytes).sum();
+        println!(
+            "  cold {} jobs in {} windows ({bytes} bytes in the store), the next starting {}",
+            stats.cold,
+            windows.len(),
+            ago(stats.now, first.start)
+        );
+    }
+    for w in &windows {
+        println!(
+            "  cold window starting {}: {} jobs, {} segments, {} bytes",
+            ago(stats.now, w.start),
+            w.jobs,
+            w.segments,
+            w.bytes
+        );
+    }
     for s in queue.schedules().await? {
         let every = match &s.recurrence {
             Recurrence::Every(period) => format!("every {period:?}"),

@@ -107,6 +107,10 @@ fn details(ctx: &Ctx<'_>, queue: &str, now: SystemTime, id: &str, info: &JobInfo
         p {
             @if info.state == JobState::Dead {
                 (ctx.button(queue, "retry", Some(id), "Retry"))
+            } @else if info.state == JobState::Cold {
+                // "Run now" is a reschedule, which reads the job from the cold tier's
+                // store: the leader's process has it, the dashboard's may not.
+                "Kept in the queue's cold tier: the leader loads it before its window. "
             } @else if info.state != JobState::InFlight {
                 (ctx.button(queue, "run-now", Some(id), "Run now"))
             }

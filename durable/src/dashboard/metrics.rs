@@ -98,7 +98,8 @@ pub(super) async fn render(queues: &[Queue]) -> String {
         "counter",
         "Running totals kept in Redis by the queue's scripts: scheduled, delivered, acked, \
          retried, died, quarantined (records a script could not read), leaderships \
-         (leader changes), script_errors (script calls of a leader or worker that raised and \
+         (leader changes), cold_moved and cold_loaded (jobs moved to the cold tier's store \
+         and back), script_errors (script calls of a leader or worker that raised and \
          changed nothing: garbage in a key, a missing permission).",
     );
     let mut hist = Family::new(
@@ -118,6 +119,28 @@ pub(super) async fn render(queues: &[Queue]) -> String {
         "tickless_recurring_schedules",
         "gauge",
         "Recurring schedules (every, cron) of a queue.",
+    );
+    let mut cold_jobs = Family::new(
+        "tickless_cold_window_jobs",
+        "gauge",
+        "Jobs of a queue's cold tier (kept in its store, not in Redis) by window: the \
+         window's start as Unix seconds; the leader loads a window its tier's lead before \
+         that.",
+    );
+    let mut cold_bytes = Family::new(
+        "tickless_cold_window_bytes",
+        "gauge",
+        "Bytes of a queue's cold tier in its store, by window (the segments' size).",
+    );
+    let mut cold_segments = Family::new(
+        "tickless_cold_segments",
+        "gauge",
+        "Segments (objects in the store) of a queue's cold tier.",
+    );
+    let mut cold_next = Family::new(
+        "tickless_cold_next_window_start_seconds",
+        "gauge",
+        "The start (Unix seconds) of a queue's earliest cold window: the next to load.",
     );
     let mut errors = Family::new(
         "tickless_scrape_errors",
@@ -141,6 +164,28 @@ pub(super) async fn render(queues: &[Queue]) -> String {
             ("dead", stats.dead),
         ] {
             jobs.add(&[("queue", q), ("state", state)], n);
+        }
+        if let Ok(windows) = queue.cold_windows().await {
+            let unix = |t: std::time::SystemTime| {
+                t.duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs())
+            };
+            jobs.add(
+                &[("queue", q), ("state", "cold")],
+                windows.iter().map(|w| w.jobs).sum::<u64>(),
+            );
+            cold_segments.add(
+                &[("queue", q)],
+                windows.iter().map(|w| w.segments).sum::<u64>(),
+            );
+            if let Some(first) = windows.first() {
+                cold_next.add(&[("queue", q)], unix(first.start));
+            }
+            for w in &windows {
+                let start = unix(w.start).to_string();
+                cold_jobs.add(&[("queue", q), ("window", &start)], w.jobs);
+                cold_bytes.add(&[("queue", q), ("window", &start)], w.bytes);
+            }
         }
         up.add(&[("queue", q)], u8::from(stats.leader.is_some()));
         token.add(&[("queue", q)], stats.token);
@@ -168,6 +213,8 @@ pub(super) async fn render(queues: &[Queue]) -> String {
                 ("quarantined", c.quarantined),
                 ("leaderships", c.leaderships),
                 ("script_errors", c.script_errors),
+                ("cold_moved", c.cold_moved),
+                ("cold_loaded", c.cold_loaded),
             ] {
                 totals.add(&[("queue", q), ("event", event)], n);
             }
@@ -201,7 +248,20 @@ pub(super) async fn render(queues: &[Queue]) -> String {
     }
     let mut out = String::new();
     for family in [
-        &jobs, &wheel, &up, &token, &lag, &totals, &hist, &failing, &recurring, &errors,
+        &jobs,
+        &wheel,
+        &up,
+        &token,
+        &lag,
+        &totals,
+        &hist,
+        &failing,
+        &recurring,
+        &cold_jobs,
+        &cold_bytes,
+        &cold_segments,
+        &cold_next,
+        &errors,
     ] {
         family.write(&mut out);
     }

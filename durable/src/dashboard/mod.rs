@@ -52,6 +52,7 @@
 //! redacted. Pages are built with `maud`, whose `html!` escapes every value it inserts:
 //! job ids, errors and payloads show as text, never as markup.
 
+mod cold;
 mod history;
 mod html;
 mod job;

@@ -28,6 +28,8 @@ pub(super) struct QueueView<'a> {
     pub(super) script_errors: (u64, Option<String>),
     /// Rounds a leader of the queue failed in a row (0: none failing), and why.
     pub(super) leader_failing: (u64, Option<String>),
+    /// The cold tier's windows (empty for a queue without one).
+    pub(super) cold: Vec<crate::ColdWindow>,
 }
 
 pub(super) fn queue_page(ctx: &Ctx<'_>, view: &QueueView<'_>, history: &History) -> Markup {
@@ -43,6 +45,7 @@ pub(super) fn queue_page(ctx: &Ctx<'_>, view: &QueueView<'_>, history: &History)
         }
         (wheel(&view.buckets, view.truncated))
         (coming_due(&view.buckets, s.now))
+        (super::cold::cold(s.now, &view.cold))
         (over_time(history))
         (schedules(ctx, name, s.now, &view.schedules))
         (find_job(ctx, name))
@@ -63,6 +66,9 @@ fn counts(s: &Stats) -> Markup {
             tr { th { "ready" } td class="n" id="count-ready" { (s.ready) } }
             tr { th { "in flight" } td class="n" id="count-in-flight" { (s.in_flight) } }
             tr { th { "dead" } td class="n" id="count-dead" { (s.dead) } }
+            @if s.cold > 0 {
+                tr { th { "cold" } td class="n" id="count-cold" { (s.cold) } }
+            }
             tr { th { "leader" } td id="leader" { (leader_cell(s)) } }
             @if let Some(ends) = s.lease_ends {
                 tr { th { "lease ends" } td { (ago(s.now, ends)) } }

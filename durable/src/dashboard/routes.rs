@@ -187,6 +187,7 @@ async fn queue_page(
                 (c.script_errors, c.last_script_error.clone())
             }),
             leader_failing: counters.map_or((0, None), |c| (c.leader_failing, c.leader_error)),
+            cold: queue.cold_windows().await?,
         })
     };
     match view.await {

@@ -1,0 +1,189 @@
+//! The cold tier's share of the [`Leader`]: its passes (`crate::cold`), run as a task
+//! of their own beside the ticks, and a leader without a tier noticing cold jobs it
+//! cannot load.
+
+#[cfg(feature = "cold")]
+use super::Role;
+use super::{Leader, FAR};
+use crate::error::Error;
+#[cfg(feature = "cold")]
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// When the leader next looks at the cold tier, and the pass running now.
+#[cfg(feature = "cold")]
+#[derive(Debug)]
+pub(super) struct ColdRun {
+    at: Instant,
+    task: Option<(
+        u64,
+        tokio::task::JoinHandle<Result<crate::cold::Pass, Error>>,
+    )>,
+    /// The leadership (token) whose first pass swept the store's orphans.
+    swept: Option<u64>,
+    passes: u64,
+}
+
+/// Every this many passes the leader sweeps the store again (an hour at the default
+/// `check_every`): a leader that lost its lease in the middle of a move may write its
+/// object after the new leader's first sweep.
+#[cfg(feature = "cold")]
+const SWEEP_EVERY: u64 = 360;
+
+#[cfg(feature = "cold")]
+impl ColdRun {
+    pub(super) fn new() -> ColdRun {
+        ColdRun {
+            at: Instant::now(),
+            task: None,
+            swept: None,
+            passes: 0,
+        }
+    }
+}
+
+/// How often a leader without a cold tier looks for cold windows near (see
+/// `Leader::look_for_cold_jobs`), and how near is too near.
+const COLD_LOOK_EVERY: Duration = Duration::from_secs(60);
+const COLD_LOOK_AHEAD_MS: u64 = 3_600_000;
+
+impl Leader {
+    /// `step`'s share: a whole pass now (a running one is stopped: its token fences it).
+    #[cfg(feature = "cold")]
+    pub(super) async fn cold_pass_now(&mut self) -> Result<(), Error> {
+        if let (Some(tier), Role::Leading { token, .. }) =
+            (self.queue.cold_tier().cloned(), self.role)
+        {
+            if let Some((_, task)) = self.cold.task.take() {
+                task.abort();
+            }
+            let pass = crate::cold::pass(&self.queue, &tier, token, true).await?;
+            self.cold_done(token, pass);
+        }
+        Ok(())
+    }
+
+    /// When the cold tier wants this leader next (never, without one).
+    pub(super) fn cold_at(&self) -> Instant {
+        #[cfg(feature = "cold")]
+        if self.queue.cold_tier().is_some() {
+            return self.cold.at;
+        }
+        Instant::now() + FAR
+    }
+
+    /// The cold tier's share of a round: collects a finished pass (an error is counted as
+    /// the leader's, as the takeover's repair is: the ticks go on), and starts the next
+    /// when it is time. A pass runs as a task of its own, fenced by this leadership's
+    /// token, so that a long move or load never holds up a tick.
+    #[cfg(feature = "cold")]
+    pub(super) async fn cold_step(&mut self) {
+        let (Some(tier), Role::Leading { token, .. }) =
+            (self.queue.cold_tier().cloned(), self.role)
+        else {
+            return;
+        };
+        if let Some((_, task)) = &self.cold.task {
+            if !task.is_finished() {
+                return;
+            }
+        }
+        if let Some((ran, task)) = self.cold.task.take() {
+            match task.await {
+                Ok(Ok(pass)) => self.cold_done(ran, pass),
+                Ok(Err(err)) => {
+                    self.queue.report("leader", &err).await;
+                    crate::trace::event!(warn, queue = self.queue.name(), error = %err, "cold tier pass failed");
+                    self.shared.counted(&err);
+                }
+                Err(_) => {}
+            }
+        }
+        let now = Instant::now();
+        if now < self.cold.at {
+            return;
+        }
+        self.cold.at = now + tier.every();
+        let queue = self.queue.clone();
+        // A new leadership's first pass sweeps, and every SWEEP_EVERY-th after it.
+        self.cold.passes += 1;
+        let sweep = self.cold.swept != Some(token) || self.cold.passes % SWEEP_EVERY == 0;
+        self.cold.task = Some((
+            token,
+            tokio::spawn(async move { crate::cold::pass(&queue, &tier, token, sweep).await }),
+        ));
+    }
+
+    #[cfg(feature = "cold")]
+    pub(super) fn cold_done(&mut self, token: u64, pass: crate::cold::Pass) {
+        if pass.fenced {
+            // Redis refused the token: this leadership has ended.
+            if matches!(self.role, Role::Leading { token: now, .. } if now == token) {
+                self.lose();
+            }
+        } else {
+            self.cold.swept = Some(token);
+        }
+        self.shared
+            .cold_moved
+            .fetch_add(pass.moved, Ordering::Relaxed);
+        self.shared
+            .cold_loaded
+            .fetch_add(pass.loaded, Ordering::Relaxed);
+        if pass.moved + pass.loaded + pass.swept > 0 {
+            crate::trace::event!(
+                debug,
+                queue = self.queue.name(),
+                moved = pass.moved,
+                loaded = pass.loaded,
+                retired = pass.retired,
+                swept = pass.swept,
+                "cold tier pass"
+            );
+        }
+    }
+
+    /// A leader without the queue's cold tier cannot load cold jobs: they would wait for
+    /// ever, silently. So it looks (once a minute, and every round once it has seen them)
+    /// whether a cold window starts within the hour, and if so fails its round with an
+    /// error saying so (counted, warned, and shown on the dashboard as any failing
+    /// round; it still ticks first, so hot jobs go on).
+    /// `now`: look whatever the timer says (`step`, on a manual clock that jumps).
+    pub(super) async fn look_for_cold_jobs(&mut self, now: bool) -> Result<(), Error> {
+        #[cfg(feature = "cold")]
+        if self.queue.cold_tier().is_some() {
+            return Ok(());
+        }
+        let (at, seen) = self.cold_look;
+        if !self.is_leading() || (!now && !seen && Instant::now() < at) {
+            return Ok(());
+        }
+        self.cold_look = (Instant::now() + COLD_LOOK_EVERY, false);
+        let key = self.queue.key(crate::contract::Key::ColdWindows);
+        let head: Vec<(String, u64)> = redis::cmd("ZRANGE")
+            .arg(key)
+            .arg(0)
+            .arg(0)
+            .arg("WITHSCORES")
+            .query_async(&mut self.queue.conn())
+            .await
+            .map_err(|err| Error::redis(key, "ZRANGE", err))?;
+        let (now_ms, _) = self.queue_now_estimate();
+        match head.first() {
+            Some((_, start)) if *start <= now_ms + COLD_LOOK_AHEAD_MS => {
+                self.cold_look.1 = true;
+                Err(Error::store(
+                    "load",
+                    key,
+                    format!(
+                        "a cold window starts at {start} ms (Unix) and this leader has no cold \
+                         tier to load it from: every leader of a queue with cold jobs needs \
+                         Queue::with_cold_tier (feature `cold`)"
+                    ),
+                ))
+            }
+            _ => Ok(()),
+        }
+    }
+}
