@@ -193,7 +193,7 @@ impl Scene {
         let (step, n) = stop.split_once(':').unwrap();
         let line = format!("at {step} {n}");
         let start = Instant::now();
-        while !proc.lines().iter().any(|l| *l == line) {
+        while !proc.lines().contains(&line) {
             assert!(
                 start.elapsed() < LIMIT,
                 "{} did not stop at {stop} within {LIMIT:?}; it said {:?}; seen {:?}",
