@@ -11,6 +11,12 @@
 //! cores, so that none's margins are eaten by another's load), taking the names given
 //! on its command line as filters, as libtest does.
 
+#[cfg(feature = "cold")]
+#[path = "durable_crash/cold.rs"]
+mod cold;
+#[cfg(feature = "cold")]
+#[path = "durable_crash/cold_role.rs"]
+mod cold_role;
 #[path = "durable_crash/log.rs"]
 mod log;
 #[path = "durable_crash/outage.rs"]
@@ -41,8 +47,8 @@ const BUSY_LEASE_MS: u64 = 100;
 /// script's round trip, a busy 2-core machine.
 const MARGIN_MS: u64 = 250;
 
-/// The tests, run one at a time by `main`.
-const TESTS: [(&str, fn()); 4] = [
+/// The tests, run one at a time by `main` (the cold tier's with feature `cold`).
+const TESTS: &[(&str, fn())] = &[
     (
         "kill_9_of_leader_worker_and_scheduler_loses_nothing",
         kill_9_of_leader_worker_and_scheduler_loses_nothing,
@@ -59,6 +65,11 @@ const TESTS: [(&str, fn()); 4] = [
         "recurring_jobs_run_once_per_occurrence_across_a_leader_kill_9",
         recurring_jobs_run_once_per_occurrence_across_a_leader_kill_9,
     ),
+    #[cfg(feature = "cold")]
+    (
+        "cold_leaders_killed_at_every_step_and_redis_restarted_lose_and_double_nothing",
+        cold::cold_leaders_killed_at_every_step_and_redis_restarted_lose_and_double_nothing,
+    ),
 ];
 
 fn main() -> ExitCode {
@@ -67,7 +78,7 @@ fn main() -> ExitCode {
         return roles::main(&args[1..]);
     }
     if args.iter().any(|arg| arg == "--list") {
-        for (name, _) in TESTS {
+        for (name, _) in TESTS.iter() {
             println!("{name}: test");
         }
         return ExitCode::SUCCESS;

@@ -86,6 +86,10 @@ impl Leader {
         };
         if let Some((_, task)) = &self.cold.task {
             if !task.is_finished() {
+                // Look again in `every`: `at` is past once a pass outlasts it, and the
+                // loop's deadline would then be past at every round, a loop that never
+                // yields (a current-thread runtime never ran the pass again).
+                self.cold.at = Instant::now() + tier.every();
                 return;
             }
         }

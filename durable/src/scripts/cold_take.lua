@@ -36,6 +36,10 @@ local groups, order = {}, {}
 local function take(ids)
   local recs = read_all('hash', 'HMGET', JOBS, ids)
   for x = 1, #ids do
+    -- SSCAN's COUNT is a hint: a page may hold more than asked.
+    if budget <= 0 then
+      break
+    end
     local j = recs[x] and readable(recs[x])
     if j and j.skip == 0 and string.find(j.loc, '^%d$') then
       local w = j.due - j.due % width

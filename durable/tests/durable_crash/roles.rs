@@ -8,6 +8,8 @@
 //! role work <url> <queue> [lease-ms] [hold-ms]           a worker whose handler holds each job hold-ms
 //! role schedule <url> <queue> <first> <count> <spread-ms> [batch]
 //!                                                        jobs first..first+count, due over spread-ms
+//! role cold-lead <url> <queue> <dir> <step>:<n> <go-file>
+//!                                                        a cold tier's leader stopping at a step (cold_role.rs)
 //! ```
 //!
 //! Each prints one line per event on stdout (`leading <token> <ms>`, `start <id>
@@ -48,6 +50,10 @@ async fn run(args: &[String]) -> Result<(), String> {
                 .map_err(|_| format!("argument {i} ({arg:?}) is not a number"))
         })
     };
+    #[cfg(feature = "cold")]
+    if role == "cold-lead" {
+        return super::cold_role::lead(&args[1..]).await;
+    }
     let queue = Queue::connect(url, name).await.map_err(|e| e.to_string())?;
     match role.as_str() {
         "lead" => lead(&queue).await,
