@@ -498,6 +498,9 @@ impl Leader {
         };
         if let Some((_, task)) = &self.cold.task {
             if !task.is_finished() {
+                // Look again in `every`: a `cold.at` left in the past while a pass runs
+                // makes the round's deadline past too, and the leader's loop spins.
+                self.cold.at = Instant::now() + tier.every();
                 return;
             }
         }
