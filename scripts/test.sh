@@ -44,6 +44,26 @@ if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/
   fi
 fi
 
+# durable/tests/durable_cold_s3.rs runs the cold tier against a real S3-protocol server:
+# s3s-fs, the s3s project's Rust server that keeps objects as files under a directory and
+# checks SigV4 signatures. It installs from crates.io like the crate's other tools (moto,
+# the other one we tried, needs pip and PyPI). 0.14.1 because 0.17 needs a newer rustc
+# than the crate's; `cargo install` builds in CARGO_TARGET_DIR when that is set. The tests
+# run the binary TICKLESS_S3S_FS names, else `s3s-fs` on PATH.
+if [ -z "${TICKLESS_S3S_FS:-}" ]; then
+  if command -v s3s-fs >/dev/null 2>&1; then
+    TICKLESS_S3S_FS="$(command -v s3s-fs)"
+  else
+    s3s_root="${CARGO_HOME:-$HOME/.cargo}"
+    if [ ! -x "$s3s_root/bin/s3s-fs" ]; then
+      echo "s3s-fs is missing: installing it with cargo install (about 1.5 min)" >&2
+      cargo install s3s-fs@0.14.1 --features binary --locked --root "$s3s_root"
+    fi
+    TICKLESS_S3S_FS="$s3s_root/bin/s3s-fs"
+  fi
+fi
+export TICKLESS_S3S_FS
+
 # A redis-server for the doc tests, on a free loopback port, stopped on exit.
 doc_redis="$(mktemp -d)"
 port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"

@@ -257,8 +257,9 @@ pub use reply::{JobInfo, JobState};
 pub use stats::Stats;
 pub use when::{CatchUp, When};
 // README.md's examples are doc tests too: the quick start runs against the Redis in
-// `REDIS_URL` (scripts/test.sh starts one), the others compile (one needs `dashboard`).
-#[cfg(all(doctest, feature = "dashboard"))]
+// `REDIS_URL` (scripts/test.sh starts one), the others compile (one needs `dashboard`,
+// one `s3`).
+#[cfg(all(doctest, feature = "dashboard", feature = "s3"))]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
 

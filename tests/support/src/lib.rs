@@ -2,17 +2,19 @@
 //! wakers that count or misbehave on purpose, a manual-clock timer, polling by hand,
 //! runtimes of every flavour, a seeded generator, a watchdog for tests whose failure mode
 //! is a hang, and for the durable tests real `redis-server`s of their own (a single node,
-//! a cluster, TLS and ACL variants). Never published.
+//! a cluster, TLS and ACL variants) and an S3-protocol server (`s3s-fs`). Never published.
 
 mod info;
 mod redis_cluster;
 mod redis_server;
 mod redis_variant;
+mod s3_server;
 
 pub use info::{calls_but_info, calls_of, command_stats, CommandStat};
 pub use redis_cluster::{master_of_slot_seen_by, RedisCluster, NODE_TIMEOUT_MS};
 pub use redis_server::{make_ca, make_client_certificate, RedisServer};
 pub use redis_variant::{readme_acl, readme_user, Variant};
+pub use s3_server::{S3Server, S3_ACCESS_KEY, S3_BUCKET, S3_SECRET_KEY};
 
 /// The moment the durable tests set their manual clocks to (2023-11-14 22:13:20 UTC), in
 /// milliseconds since the Unix epoch: far from zero and from today, so that a test which
