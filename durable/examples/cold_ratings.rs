@@ -20,8 +20,15 @@ const HOUR: Duration = Duration::from_secs(3600);
 
 async fn used_memory(url: &str) -> u64 {
     let client = redis::Client::open(url).expect("REDIS_URL");
-    let mut conn = client.get_multiplexed_async_connection().await.expect("redis");
-    let info: String = redis::cmd("INFO").arg("memory").query_async(&mut conn).await.expect("INFO");
+    let mut conn = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("redis");
+    let info: String = redis::cmd("INFO")
+        .arg("memory")
+        .query_async(&mut conn)
+        .await
+        .expect("INFO");
     info.lines()
         .find_map(|l| l.strip_prefix("used_memory:"))
         .and_then(|v| v.trim().parse().ok())
@@ -34,7 +41,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".into());
     let dir = std::env::temp_dir().join(format!("tickless-cold-ratings-{}", std::process::id()));
     let name = format!("ratings-{}", std::process::id());
-    let queue = Queue::connect(&url, &name).await?.with_cold_tier(ColdTier::local(&dir)?);
+    let queue = Queue::connect(&url, &name)
+        .await?
+        .with_cold_tier(ColdTier::local(&dir)?);
     let t0 = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
     queue.set_manual_clock(Some(t0)).await?;
     let mut leader = queue.leader(LeaderOptions::default());
@@ -64,7 +73,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         leader.stats().cold_moved
     );
     for w in queue.cold_windows().await? {
-        println!("  window {:?}: {} jobs in {} segments, {} bytes", w.start, w.jobs, w.segments, w.bytes);
+        println!(
+            "  window {:?}: {} jobs in {} segments, {} bytes",
+            w.start, w.jobs, w.segments, w.bytes
+        );
     }
 
     // Rated early: cancelled. Asked again sooner: rescheduled to the next minute.
@@ -74,7 +86,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         due.remove(*id);
     }
     for id in ids.iter().skip(1).step_by(100) {
-        queue.reschedule(id, When::At(t0 + Duration::from_secs(60))).await?;
+        queue
+            .reschedule(id, When::At(t0 + Duration::from_secs(60)))
+            .await?;
         due.insert(id.clone(), t0 + Duration::from_secs(60));
     }
 

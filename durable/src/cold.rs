@@ -71,15 +71,19 @@ use std::time::Duration;
 /// # }
 /// ```
 ///
-/// Any `object_store` store, S3 here (feature `s3`):
+/// S3 (feature `s3`), or any `object_store` store through [`ColdTier::new`]:
 ///
-/// ```ignore
-/// use object_store::aws::AmazonS3Builder;
-/// use std::{sync::Arc, time::Duration};
+/// ```no_run
+/// # #[cfg(feature = "s3")]
+/// # fn f() -> Result<(), tickless_durable::Error> {
+/// use std::time::Duration;
+/// use tickless_durable::object_store::aws::AmazonS3Builder;
 /// use tickless_durable::ColdTier;
 ///
-/// let s3 = AmazonS3Builder::from_env().with_bucket_name("ratings-cold").build()?;
-/// let tier = ColdTier::new(Arc::new(s3)).horizon(Duration::from_secs(12 * 3600));
+/// let s3 = AmazonS3Builder::from_env().with_bucket_name("ratings-cold");
+/// let tier = ColdTier::s3(s3)?.horizon(Duration::from_secs(12 * 3600));
+/// # Ok(())
+/// # }
 /// ```
 #[derive(Clone)]
 pub struct ColdTier {
@@ -146,6 +150,24 @@ impl ColdTier {
         let store = object_store::local::LocalFileSystem::new_with_prefix(dir)
             .map_err(|err| Error::store("open", &shown, err))?
             .with_fsync(true);
+        Ok(ColdTier::new(Arc::new(store)))
+    }
+
+    /// A tier on S3 (or an S3-compatible store), from `object_store`'s builder (see
+    /// [`crate::object_store::aws::AmazonS3Builder`]): its client takes rustls's
+    /// process-wide crypto provider, which this installs first (ring, as for `rediss://`;
+    /// one the application installed is kept), where `builder.build()` alone would panic.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::is_store`] when the builder's settings are incomplete (no bucket, say).
+    #[cfg(feature = "s3")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "s3")))]
+    pub fn s3(builder: object_store::aws::AmazonS3Builder) -> Result<ColdTier, Error> {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let store = builder
+            .build()
+            .map_err(|err| Error::store("open", "the S3 store", err))?;
         Ok(ColdTier::new(Arc::new(store)))
     }
 

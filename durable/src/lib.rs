@@ -249,6 +249,12 @@ pub use connection::ConnectOptions;
 pub use error::Error;
 pub use leader::{Leader, LeaderOptions};
 pub use leader_handle::{LeaderHandle, LeaderStats};
+/// The `object_store` crate the cold tier is built with: its stores and builders
+/// (`object_store::aws::AmazonS3Builder` with feature `s3`) for [`ColdTier::new`] and
+/// [`ColdTier::s3`], without a dependency (and a version to match) of your own.
+#[cfg(feature = "cold")]
+#[cfg_attr(docsrs, doc(cfg(feature = "cold")))]
+pub use object_store;
 pub use peek::{queue_names, Counters, DueBucket};
 pub use queue::{Queue, MAX_ID_BYTES, MAX_PAYLOAD_BYTES, MAX_QUEUE_NAME_BYTES};
 pub use recur::{Recurrence, ScheduleInfo};

@@ -27,15 +27,11 @@ use cold::slow_proxy::SlowProxy;
 const HOUR: u64 = 3_600_000;
 const FAR: u64 = 48 * HOUR;
 
-/// An S3 client of `endpoint`'s bucket signing with `access`/`secret`: each request
-/// given up after `timeout`, no retries (a test's failure is seen at once, not after
-/// object_store's default three minutes of retrying).
-fn s3(endpoint: &str, access: &str, secret: &str, timeout: Duration) -> Arc<dyn ObjectStore> {
-    // The crate builds reqwest with rustls and no crypto provider; `ColdTier::new`
-    // installs ring, but a client built before it (as here, and as in `ColdTier`'s S3
-    // example) panics in `build()` without one. Reported to the lead.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let store = AmazonS3Builder::new()
+/// The builder of an S3 client of `endpoint`'s bucket signing with `access`/`secret`:
+/// each request given up after `timeout`, no retries (a test's failure is seen at once,
+/// not after object_store's default three minutes of retrying).
+fn s3_builder(endpoint: &str, access: &str, secret: &str, timeout: Duration) -> AmazonS3Builder {
+    AmazonS3Builder::new()
         .with_endpoint(endpoint)
         .with_allow_http(true)
         .with_bucket_name(S3_BUCKET)
@@ -54,9 +50,18 @@ fn s3(endpoint: &str, access: &str, secret: &str, timeout: Duration) -> Arc<dyn 
             max_retries: 0,
             retry_timeout: timeout,
         })
-        .build()
-        .expect("an S3 client");
-    Arc::new(store)
+}
+
+/// The client itself, for the tests that also list the bucket through it. The crate
+/// builds reqwest with rustls and no crypto provider: `ColdTier::s3` installs ring
+/// before it builds; a client built by hand needs it installed first.
+fn s3(endpoint: &str, access: &str, secret: &str, timeout: Duration) -> Arc<dyn ObjectStore> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    Arc::new(
+        s3_builder(endpoint, access, secret, timeout)
+            .build()
+            .expect("an S3 client"),
+    )
 }
 
 fn tier(store: Arc<dyn ObjectStore>) -> ColdTier {
@@ -526,7 +531,16 @@ async fn wrong_credentials_are_a_clear_error_that_never_shows_the_secret() {
         ),
         ("unknown access key", "nobody", S3_SECRET_KEY, "NotSignedUp"),
     ] {
-        let tier = tier(s3(&s3s.endpoint(), access, secret, Duration::from_secs(5)));
+        // Through the public constructor, which installs the crypto provider itself.
+        let tier = ColdTier::s3(s3_builder(
+            &s3s.endpoint(),
+            access,
+            secret,
+            Duration::from_secs(5),
+        ))
+        .expect("a tier on S3")
+        .horizon(Duration::from_secs(6 * 3600))
+        .window(Duration::from_secs(3600));
         let shown = format!("{tier:?}");
         assert!(shown.contains(S3_BUCKET), "{case}: {shown}");
         let test = format!("s3-creds-{}", case.replace(' ', "-"));

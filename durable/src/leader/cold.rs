@@ -31,6 +31,17 @@ pub(super) struct ColdRun {
 #[cfg(feature = "cold")]
 const SWEEP_EVERY: u64 = 360;
 
+/// A leader stopped or dropped stops its pass too (a pass cut short is a crash of its
+/// own: its token fences what it would still write, the next sweep deletes its object).
+#[cfg(feature = "cold")]
+impl Drop for ColdRun {
+    fn drop(&mut self) {
+        if let Some((_, task)) = self.task.take() {
+            task.abort();
+        }
+    }
+}
+
 #[cfg(feature = "cold")]
 impl ColdRun {
     pub(super) fn new() -> ColdRun {
