@@ -399,6 +399,15 @@ async fn round(bytes: usize, n: usize, s: usize, l: usize) {
         c3,
     ));
     let files = count_files(&dir_c.0);
+    let mut sizes = Vec::new();
+    walk(&dir_c.0, &mut sizes);
+    sizes.sort_unstable();
+    println!(
+        "C: segment objects' sizes: smallest {} B, median {} B, largest {} B.",
+        sizes.first().copied().unwrap_or(0),
+        percentile(&sizes, 0.5),
+        sizes.last().copied().unwrap_or(0)
+    );
     println!(
         "C: moved {moved} jobs in {passes} passes into {files} segment objects ({:.0} bytes on disk, {:.1} per job).",
         dir_bytes(&dir_c.0),
