@@ -416,6 +416,8 @@ impl Leader {
     /// tier before it returns, whatever the tier's `check_every` says: the store's
     /// orphans swept, then moves, then loads.
     pub async fn step(&mut self) -> Result<(), Error> {
+        #[cfg(feature = "cold")]
+        self.cold_by_hand();
         self.wake_now();
         self.due_step().await?;
         if !self.is_leading() {

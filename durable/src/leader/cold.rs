@@ -23,6 +23,10 @@ pub(super) struct ColdRun {
     /// The leadership (token) whose first pass swept the store's orphans.
     swept: Option<u64>,
     passes: u64,
+    /// Stepped by hand (`Leader::step`): its passes run there, whole, and none as a
+    /// task (one started by the round and then stopped by the step could have taken
+    /// jobs, or written an object, for nothing).
+    by_hand: bool,
 }
 
 /// Every this many passes the leader sweeps the store again (an hour at the default
@@ -50,6 +54,7 @@ impl ColdRun {
             task: None,
             swept: None,
             passes: 0,
+            by_hand: false,
         }
     }
 }
@@ -60,9 +65,16 @@ const COLD_LOOK_EVERY: Duration = Duration::from_secs(60);
 const COLD_LOOK_AHEAD_MS: u64 = 3_600_000;
 
 impl Leader {
+    /// `step` is driving this leader: no pass as a task from now on.
+    #[cfg(feature = "cold")]
+    pub(super) fn cold_by_hand(&mut self) {
+        self.cold.by_hand = true;
+    }
+
     /// `step`'s share: a whole pass now (a running one is stopped: its token fences it).
     #[cfg(feature = "cold")]
     pub(super) async fn cold_pass_now(&mut self) -> Result<(), Error> {
+        self.cold.by_hand = true;
         if let (Some(tier), Role::Leading { token, .. }) =
             (self.queue.cold_tier().cloned(), self.role)
         {
@@ -95,6 +107,9 @@ impl Leader {
         else {
             return;
         };
+        if self.cold.by_hand {
+            return;
+        }
         if let Some((_, task)) = &self.cold.task {
             if !task.is_finished() {
                 // Look again in `every`: `at` is past once a pass outlasts it, and the
