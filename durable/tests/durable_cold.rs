@@ -9,60 +9,18 @@
 use tickless_test_support as support;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
-use support::{at, queue_name, RedisServer, T0};
-use tickless_durable::{
-    ColdTier, JobState, Leader, LeaderOptions, Queue, When, Worker, WorkerOptions,
-};
+use support::{at, RedisServer, T0};
+use tickless_durable::{ColdTier, JobState, LeaderOptions, Queue, When};
 
 mod cold {
+    pub mod common;
     pub mod faulty;
 }
+use cold::common::*;
 use cold::faulty::{Fault, Faulty};
-
-const HOUR: u64 = 3_600_000;
-const FAR: u64 = 48 * HOUR;
-
-/// A directory of its own under the system's temporary directory, removed on drop.
-struct Dir(PathBuf);
-
-impl Dir {
-    fn new(test: &str) -> Dir {
-        let dir = std::env::temp_dir().join(format!(
-            "tickless-cold-{}-{}",
-            std::process::id(),
-            queue_name(test)
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("make the store's directory");
-        Dir(dir)
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// Every file under `dir`.
-fn files(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut todo = vec![dir.to_path_buf()];
-    while let Some(d) = todo.pop() {
-        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                todo.push(path);
-            } else {
-                out.push(path);
-            }
-        }
-    }
-    out
-}
 
 fn tier(dir: &Path) -> ColdTier {
     ColdTier::local(dir)
@@ -71,117 +29,13 @@ fn tier(dir: &Path) -> ColdTier {
         .window(Duration::from_secs(3600))
 }
 
-async fn setup(server: &RedisServer, test: &str, tier: ColdTier) -> (Queue, Leader, Worker) {
-    let queue = Queue::connect(&server.url(), &queue_name(test))
-        .await
-        .expect("connect")
-        .with_cold_tier(tier);
-    queue.set_manual_clock(Some(at(T0))).await.unwrap();
-    let mut leader = queue.leader(LeaderOptions::default());
-    leader.step().await.unwrap();
-    assert!(leader.is_leading());
-    let worker = queue.worker(WorkerOptions::default());
-    (queue, leader, worker)
-}
-
-fn payload(i: u64) -> Vec<u8> {
-    let mut p = format!("job {i} ").into_bytes();
-    p.resize(200, b'.');
-    p
-}
-
-/// `n` far jobs `far:<i>`, due FAR + i seconds after T0, 200-byte payloads.
-async fn schedule_far(queue: &Queue, n: u64) -> BTreeMap<String, u64> {
-    let jobs: Vec<(String, Vec<u8>, u64)> = (0..n)
-        .map(|i| (format!("far:{i}"), payload(i), T0 + FAR + i * 1000))
-        .collect();
-    let added = queue
-        .schedule_batch(
-            jobs.iter()
-                .map(|(id, p, due)| (id.as_str(), p.as_slice(), When::At(at(*due)))),
-        )
-        .await
-        .unwrap();
-    assert!(added.iter().all(|&a| a));
-    jobs.into_iter().map(|(id, _, due)| (id, due)).collect()
-}
-
-/// Moves the manual clock to `to`, lets the leader step, and returns what a worker then
-/// gets (acked): (id, due in ms), each checked not early.
-async fn run_to(
-    queue: &Queue,
-    leader: &mut Leader,
-    worker: &Worker,
-    to: u64,
-) -> Vec<(String, u64)> {
-    queue.set_manual_clock(Some(at(to))).await.unwrap();
-    leader.step().await.unwrap();
-    // The tick after a load promotes what the load put into the staged window.
-    leader.step().await.unwrap();
-    let mut got = Vec::new();
-    loop {
-        let jobs = worker.try_claim(1000).await.unwrap();
-        if jobs.is_empty() {
-            return got;
-        }
-        for job in jobs {
-            let due = job
-                .due()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_millis() as u64;
-            assert!(
-                due <= to,
-                "{} handed out at {to}, due {due}: early",
-                job.id()
-            );
-            assert!(
-                job.claimed_at() >= job.due(),
-                "{} claimed before due",
-                job.id()
-            );
-            got.push((job.id().to_string(), due));
-            worker.ack(&job).await.unwrap();
-        }
-    }
-}
-
-async fn hlen(server: &RedisServer, key: &str) -> u64 {
-    let mut admin = server.admin().await;
-    redis::cmd("HLEN")
-        .arg(key)
-        .query_async(&mut admin)
-        .await
-        .unwrap()
-}
-
-/// The keys of the queue's cold index, and how many entries they hold.
-async fn index_entries(server: &RedisServer, queue: &Queue) -> u64 {
-    let mut admin = server.admin().await;
-    let keys: Vec<String> = redis::cmd("KEYS")
-        .arg(format!("tickless:{{{}}}:ci:*", queue.name()))
-        .query_async(&mut admin)
-        .await
-        .unwrap();
-    let mut n = 0;
-    for key in keys {
-        let len: u64 = redis::cmd("HLEN")
-            .arg(&key)
-            .query_async(&mut admin)
-            .await
-            .unwrap();
-        n += len;
-    }
-    n
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn far_jobs_go_cold_keep_every_promise_and_come_back_once_on_time() {
     let server = RedisServer::start();
     let dir = Dir::new("cold-promises");
     let (queue, mut leader, worker) = setup(&server, "cold-promises", tier(&dir.0)).await;
     let jobs_key = format!("tickless:{{{}}}:jobs", queue.name());
-    let mut due = schedule_far(&queue, 3000).await;
+    let mut due = schedule_far(&queue, T0, 3000).await;
     // Near jobs stay in Redis: due within the horizon.
     for i in 0..20u64 {
         let id = format!("near:{i}");
@@ -374,7 +228,7 @@ async fn a_leader_without_the_tier_says_it_cannot_load_a_window_that_comes_near(
     let server = RedisServer::start();
     let dir = Dir::new("cold-untiered");
     let (queue, mut leader, _worker) = setup(&server, "cold-untiered", tier(&dir.0)).await;
-    schedule_far(&queue, 10).await;
+    schedule_far(&queue, T0, 10).await;
     leader.step().await.unwrap();
     drop(leader);
     // A leader of the same queue without the tier: far from the window, nothing to say.
@@ -413,7 +267,7 @@ async fn a_failing_store_loses_nothing_and_the_leader_goes_on() {
         .window(Duration::from_secs(3600));
     let (queue, mut leader, worker) = setup(&server, "cold-faults", tier).await;
     let jobs_key = format!("tickless:{{{}}}:jobs", queue.name());
-    let due = schedule_far(&queue, 500).await;
+    let due = schedule_far(&queue, T0, 500).await;
 
     // PUT fails: the pass fails, every job stays in Redis, nothing is in the store.
     faulty.set(Fault::FailPut);
@@ -453,7 +307,7 @@ async fn a_damaged_segment_is_refused_not_loaded() {
     let server = RedisServer::start();
     let dir = Dir::new("cold-damage");
     let (queue, mut leader, _worker) = setup(&server, "cold-damage", tier(&dir.0)).await;
-    schedule_far(&queue, 100).await;
+    schedule_far(&queue, T0, 100).await;
     leader.step().await.unwrap();
     let segment = files(&dir.0).pop().expect("a segment");
     let mut bytes = std::fs::read(&segment).unwrap();
@@ -483,7 +337,7 @@ async fn a_read_only_or_full_store_is_a_clear_error_and_nothing_leaves_redis() {
         let dir = Dir::new("cold-readonly");
         let (queue, mut leader, _worker) = setup(&server, "cold-readonly", tier(&dir.0)).await;
         let jobs_key = format!("tickless:{{{}}}:jobs", queue.name());
-        schedule_far(&queue, 50).await;
+        schedule_far(&queue, T0, 50).await;
         std::fs::set_permissions(&dir.0, std::fs::Permissions::from_mode(0o555)).unwrap();
         let result = leader.step().await;
         std::fs::set_permissions(&dir.0, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -502,7 +356,7 @@ async fn a_read_only_or_full_store_is_a_clear_error_and_nothing_leaves_redis() {
     )
     .await;
     let jobs_key = format!("tickless:{{{}}}:jobs", queue.name());
-    schedule_far(&queue, 50).await;
+    schedule_far(&queue, T0, 50).await;
     let err = leader.step().await.unwrap_err();
     assert!(
         err.is_store() && err.to_string().contains("No space left"),
@@ -545,7 +399,7 @@ async fn a_leader_stopped_between_any_two_steps_is_replaced_and_nothing_is_lost_
             .window(Duration::from_secs(3600))
             .check_every(Duration::from_millis(10));
         let (queue, mut first, worker) = setup(&server, "cold-takeover", tier).await;
-        let due = schedule_far(&queue, 2500).await;
+        let due = schedule_far(&queue, T0, 2500).await;
         let loading = matches!(fault, Fault::HangGet | Fault::HangDelete);
         if loading {
             first.step().await.unwrap();
@@ -616,7 +470,7 @@ async fn repair_removes_index_entries_of_lost_segments_and_mends_the_window_set(
     let dir = Dir::new("cold-repair");
     let (queue, mut leader, _worker) = setup(&server, "cold-repair", tier(&dir.0)).await;
     // Two windows: 600 jobs an hour apart from the rest.
-    schedule_far(&queue, 600).await;
+    schedule_far(&queue, T0, 600).await;
     let late: Vec<String> = (0..50).map(|i| format!("late:{i}")).collect();
     queue
         .schedule_batch(
@@ -723,7 +577,7 @@ async fn a_job_changed_while_its_segment_is_written_stays_in_the_wheel() {
         .horizon(Duration::from_secs(6 * 3600))
         .window(Duration::from_secs(3600));
     let (queue, leader, worker) = setup(&server, "cold-race", tier).await;
-    let mut due = schedule_far(&queue, 300).await;
+    let mut due = schedule_far(&queue, T0, 300).await;
     faulty.set(Fault::HangAfterPut);
     let held = tokio::spawn(async move {
         let mut leader = leader;

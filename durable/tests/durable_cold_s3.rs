@@ -13,19 +13,16 @@ use object_store::aws::AmazonS3Builder;
 use object_store::{BackoffConfig, ClientOptions, ObjectStore, RetryConfig};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 use support::{at, queue_name, RedisServer, S3Server, S3_ACCESS_KEY, S3_BUCKET, S3_SECRET_KEY, T0};
-use tickless_durable::{
-    ColdTier, JobState, Leader, LeaderOptions, Queue, When, Worker, WorkerOptions,
-};
+use tickless_durable::{ColdTier, JobState, LeaderOptions, Queue, When, WorkerOptions};
 
 mod cold {
+    pub mod common;
     pub mod slow_proxy;
 }
+use cold::common::*;
 use cold::slow_proxy::SlowProxy;
-
-const HOUR: u64 = 3_600_000;
-const FAR: u64 = 48 * HOUR;
 
 /// The builder of an S3 client of `endpoint`'s bucket signing with `access`/`secret`:
 /// each request given up after `timeout`, no retries (a test's failure is seen at once,
@@ -68,111 +65,6 @@ fn tier(store: Arc<dyn ObjectStore>) -> ColdTier {
     ColdTier::new(store)
         .horizon(Duration::from_secs(6 * 3600))
         .window(Duration::from_secs(3600))
-}
-
-async fn setup(server: &RedisServer, test: &str, tier: ColdTier) -> (Queue, Leader, Worker) {
-    let queue = Queue::connect(&server.url(), &queue_name(test))
-        .await
-        .expect("connect")
-        .with_cold_tier(tier);
-    queue.set_manual_clock(Some(at(T0))).await.unwrap();
-    let mut leader = queue.leader(LeaderOptions::default());
-    leader.step().await.unwrap();
-    assert!(leader.is_leading());
-    let worker = queue.worker(WorkerOptions::default());
-    (queue, leader, worker)
-}
-
-fn payload(i: u64) -> Vec<u8> {
-    let mut p = format!("job {i} ").into_bytes();
-    p.resize(200, b'.');
-    p
-}
-
-/// `n` far jobs `far:<i>`, due FAR + i seconds after `from`, 200-byte payloads.
-async fn schedule_far(queue: &Queue, from: u64, n: u64) -> BTreeMap<String, u64> {
-    let jobs: Vec<(String, Vec<u8>, u64)> = (0..n)
-        .map(|i| (format!("far:{i}"), payload(i), from + FAR + i * 1000))
-        .collect();
-    let added = queue
-        .schedule_batch(
-            jobs.iter()
-                .map(|(id, p, due)| (id.as_str(), p.as_slice(), When::At(at(*due)))),
-        )
-        .await
-        .unwrap();
-    assert!(added.iter().all(|&a| a));
-    jobs.into_iter().map(|(id, _, due)| (id, due)).collect()
-}
-
-fn ms(t: SystemTime) -> u64 {
-    t.duration_since(SystemTime::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64
-}
-
-/// Moves the manual clock to `to`, lets the leader step (twice: the tick after a load
-/// promotes what it loaded), and returns what a worker then gets (acked), each checked
-/// not early.
-async fn run_to(
-    queue: &Queue,
-    leader: &mut Leader,
-    worker: &Worker,
-    to: u64,
-) -> Vec<(String, u64)> {
-    queue.set_manual_clock(Some(at(to))).await.unwrap();
-    leader.step().await.unwrap();
-    leader.step().await.unwrap();
-    let mut got = Vec::new();
-    loop {
-        let jobs = worker.try_claim(1000).await.unwrap();
-        if jobs.is_empty() {
-            return got;
-        }
-        for job in jobs {
-            let due = ms(job.due());
-            assert!(
-                due <= to,
-                "{} handed out at {to}, due {due}: early",
-                job.id()
-            );
-            got.push((job.id().to_string(), due));
-            worker.ack(&job).await.unwrap();
-        }
-    }
-}
-
-async fn hlen(server: &RedisServer, key: &str) -> u64 {
-    let mut admin = server.admin().await;
-    redis::cmd("HLEN")
-        .arg(key)
-        .query_async(&mut admin)
-        .await
-        .unwrap()
-}
-
-fn jobs_key(queue: &Queue) -> String {
-    format!("tickless:{{{}}}:jobs", queue.name())
-}
-
-/// How many entries the queue's cold index holds (its `ci:*` hashes).
-async fn index_entries(server: &RedisServer, queue: &Queue) -> u64 {
-    let mut admin = server.admin().await;
-    let keys: Vec<String> = redis::cmd("KEYS")
-        .arg(format!("tickless:{{{}}}:ci:*", queue.name()))
-        .query_async(&mut admin)
-        .await
-        .unwrap();
-    let mut n = 0;
-    for key in keys {
-        let len: u64 = redis::cmd("HLEN")
-            .arg(&key)
-            .query_async(&mut admin)
-            .await
-            .unwrap();
-        n += len;
-    }
-    n
 }
 
 /// The store's objects under `prefix`, as object_store lists them.

@@ -1,0 +1,165 @@
+//! What the cold tier's tests share (durable_cold.rs on a directory, durable_cold_s3.rs
+//! on s3s-fs): a temporary directory, the queue on the manual clock with its leader and
+//! a worker, far jobs, the clock moved and the jobs drained (each checked not early),
+//! counts read from Redis. Each test binary uses a part of it.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+use tickless_durable::{ColdTier, Leader, LeaderOptions, Queue, When, Worker, WorkerOptions};
+use tickless_test_support::{at, queue_name, RedisServer, T0};
+
+pub const HOUR: u64 = 3_600_000;
+pub const FAR: u64 = 48 * HOUR;
+
+/// A directory of its own under the system's temporary directory, removed on drop.
+pub struct Dir(pub PathBuf);
+
+impl Dir {
+    pub fn new(test: &str) -> Dir {
+        let dir = std::env::temp_dir().join(format!(
+            "tickless-cold-{}-{}",
+            std::process::id(),
+            queue_name(test)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("make the store's directory");
+        Dir(dir)
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Every file under `dir`.
+pub fn files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                todo.push(path);
+            } else {
+                out.push(path);
+            }
+        }
+    }
+    out
+}
+
+pub async fn setup(server: &RedisServer, test: &str, tier: ColdTier) -> (Queue, Leader, Worker) {
+    let queue = Queue::connect(&server.url(), &queue_name(test))
+        .await
+        .expect("connect")
+        .with_cold_tier(tier);
+    queue.set_manual_clock(Some(at(T0))).await.unwrap();
+    let mut leader = queue.leader(LeaderOptions::default());
+    leader.step().await.unwrap();
+    assert!(leader.is_leading());
+    let worker = queue.worker(WorkerOptions::default());
+    (queue, leader, worker)
+}
+
+pub fn payload(i: u64) -> Vec<u8> {
+    let mut p = format!("job {i} ").into_bytes();
+    p.resize(200, b'.');
+    p
+}
+
+/// `n` far jobs `far:<i>`, due FAR + i seconds after `from`, 200-byte payloads.
+pub async fn schedule_far(queue: &Queue, from: u64, n: u64) -> BTreeMap<String, u64> {
+    let jobs: Vec<(String, Vec<u8>, u64)> = (0..n)
+        .map(|i| (format!("far:{i}"), payload(i), from + FAR + i * 1000))
+        .collect();
+    let added = queue
+        .schedule_batch(
+            jobs.iter()
+                .map(|(id, p, due)| (id.as_str(), p.as_slice(), When::At(at(*due)))),
+        )
+        .await
+        .unwrap();
+    assert!(added.iter().all(|&a| a));
+    jobs.into_iter().map(|(id, _, due)| (id, due)).collect()
+}
+
+/// Moves the manual clock to `to`, lets the leader step, and returns what a worker then
+/// gets (acked): (id, due in ms), each checked not early.
+pub async fn run_to(
+    queue: &Queue,
+    leader: &mut Leader,
+    worker: &Worker,
+    to: u64,
+) -> Vec<(String, u64)> {
+    queue.set_manual_clock(Some(at(to))).await.unwrap();
+    leader.step().await.unwrap();
+    // The tick after a load promotes what the load put into the staged window.
+    leader.step().await.unwrap();
+    let mut got = Vec::new();
+    loop {
+        let jobs = worker.try_claim(1000).await.unwrap();
+        if jobs.is_empty() {
+            return got;
+        }
+        for job in jobs {
+            let due = ms(job.due());
+            assert!(
+                due <= to,
+                "{} handed out at {to}, due {due}: early",
+                job.id()
+            );
+            assert!(
+                job.claimed_at() >= job.due(),
+                "{} claimed before due",
+                job.id()
+            );
+            got.push((job.id().to_string(), due));
+            worker.ack(&job).await.unwrap();
+        }
+    }
+}
+
+/// `t` in ms since the Unix epoch.
+pub fn ms(t: SystemTime) -> u64 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+/// The queue's `jobs` hash's name.
+pub fn jobs_key(queue: &Queue) -> String {
+    format!("tickless:{{{}}}:jobs", queue.name())
+}
+
+pub async fn hlen(server: &RedisServer, key: &str) -> u64 {
+    let mut admin = server.admin().await;
+    redis::cmd("HLEN")
+        .arg(key)
+        .query_async(&mut admin)
+        .await
+        .unwrap()
+}
+
+/// The keys of the queue's cold index, and how many entries they hold.
+pub async fn index_entries(server: &RedisServer, queue: &Queue) -> u64 {
+    let mut admin = server.admin().await;
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("tickless:{{{}}}:ci:*", queue.name()))
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let mut n = 0;
+    for key in keys {
+        let len: u64 = redis::cmd("HLEN")
+            .arg(&key)
+            .query_async(&mut admin)
+            .await
+            .unwrap();
+        n += len;
+    }
+    n
+}
