@@ -117,9 +117,6 @@ pub(crate) const CALL_JOBS: usize = 2_000;
 /// Jobs per segment at most (one `cold_take.lua` call).
 const SEGMENT_JOBS: usize = MAX_BATCH;
 
-/// Segments loaded per look at `cwin`.
-const LOAD_PAGE: isize = 16;
-
 impl ColdTier {
     /// A tier on `store`, with the defaults: objects under `tickless/`, a 6 h horizon, 1 h
     /// windows, loaded half the horizon ahead, the leader looking every 10 s.
@@ -381,26 +378,39 @@ pub(crate) struct Pass {
 }
 
 /// One pass of the leader holding `token`: with `sweep_first` (a new leadership's first
-/// pass), the store's orphans first; then every move due; then every load due.
+/// pass), the store's orphans first; then every move due; then every load due. What it
+/// did, whether or not it ended in an error (a load that failed at one segment has still
+/// loaded the others).
 pub(crate) async fn pass(
     queue: &Queue,
     tier: &ColdTier,
     token: u64,
     sweep_first: bool,
-) -> Result<Pass, Error> {
+) -> (Pass, Result<(), Error>) {
     let mut done = Pass::default();
+    let result = run_pass(queue, tier, token, sweep_first, &mut done).await;
+    (done, result)
+}
+
+async fn run_pass(
+    queue: &Queue,
+    tier: &ColdTier,
+    token: u64,
+    sweep_first: bool,
+    done: &mut Pass,
+) -> Result<(), Error> {
     if sweep_first {
         done.swept = sweep(queue, tier).await?;
     }
     let token = token.to_string();
-    let Some(now) = move_out(queue, tier, &token, &mut done).await? else {
+    let Some(now) = move_out(queue, tier, &token, done).await? else {
         done.fenced = true;
-        return Ok(done);
+        return Ok(());
     };
-    if !load_in(queue, tier, &token, now, &mut done).await? {
+    if !load_in(queue, tier, &token, now, done).await? {
         done.fenced = true;
     }
-    Ok(done)
+    Ok(())
 }
 
 /// Moves every job due beyond the horizon into segments; the queue's clock (ms) as the
@@ -497,7 +507,10 @@ async fn commit_segment(
 }
 
 /// Loads every segment whose window starts within the lead of `now`; `false` if the
-/// token was refused.
+/// token was refused. A segment that cannot be read (the store failing, an object lost
+/// or damaged) does not hold up the others: each is tried, and the first such error is
+/// returned once they all were (the leader counts it, and tries that one again at its
+/// next pass).
 async fn load_in(
     queue: &Queue,
     tier: &ColdTier,
@@ -507,33 +520,36 @@ async fn load_in(
 ) -> Result<bool, Error> {
     let until = now.saturating_add(contract::ms_ceil(tier.lead()));
     let key = queue.key(Key::ColdWindows);
-    loop {
-        let due: Vec<(String, f64)> = redis::cmd("ZRANGEBYSCORE")
-            .arg(key)
-            .arg("-inf")
-            .arg(until)
-            .arg("WITHSCORES")
-            .arg("LIMIT")
-            .arg(0)
-            .arg(LOAD_PAGE)
-            .query_async(&mut queue.conn())
-            .await
-            .map_err(|err| Error::redis(key, "ZRANGEBYSCORE", err))?;
-        let page = due.len();
-        for (seg, window) in due {
-            let (Ok(seg_no), window) = (seg.parse::<u64>(), window.max(0.0) as u64) else {
-                return Err(Error::garbage(
-                    key,
-                    format!("member {seg:?} is not a segment number"),
-                ));
-            };
-            if !load_segment(queue, tier, token, seg_no, window, done).await? {
-                return Ok(false);
+    // Every segment due (their count is windows x segments per window: hundreds, not
+    // millions), so that one that fails is not met again at the head of each page.
+    let due: Vec<(String, f64)> = redis::cmd("ZRANGEBYSCORE")
+        .arg(key)
+        .arg("-inf")
+        .arg(until)
+        .arg("WITHSCORES")
+        .query_async(&mut queue.conn())
+        .await
+        .map_err(|err| Error::redis(key, "ZRANGEBYSCORE", err))?;
+    let mut failed = None;
+    for (seg, window) in due {
+        let (Ok(seg_no), window) = (seg.parse::<u64>(), window.max(0.0) as u64) else {
+            return Err(Error::garbage(
+                key,
+                format!("member {seg:?} is not a segment number"),
+            ));
+        };
+        match load_segment(queue, tier, token, seg_no, window, done).await {
+            Ok(true) => {}
+            Ok(false) => return Ok(false),
+            Err(err) if err.is_store() => {
+                failed.get_or_insert(err);
             }
+            Err(err) => return Err(err),
         }
-        if page < LOAD_PAGE as usize {
-            return Ok(true);
-        }
+    }
+    match failed {
+        Some(err) => Err(err),
+        None => Ok(true),
     }
 }
 

@@ -632,3 +632,40 @@ async fn a_job_changed_while_its_segment_is_written_stays_in_the_wheel() {
     assert!(delivered.values().all(|&n| n == 1), "{delivered:?}");
     assert_eq!(delivered.len(), due.len(), "lost jobs");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_segment_does_not_hold_up_the_others() {
+    let server = RedisServer::start();
+    let dir = Dir::new("cold-lost");
+    let (queue, mut leader, worker) = setup(&server, "cold-lost", tier(&dir.0)).await;
+    // Two windows, one segment each: the earlier one's object is lost.
+    let due = schedule_far(&queue, T0, 100).await;
+    let late: Vec<String> = (0..50).map(|i| format!("late:{i}")).collect();
+    let late_due = T0 + FAR + 2 * HOUR;
+    queue
+        .schedule_batch(
+            late.iter()
+                .map(|id| (id.as_str(), b"l", When::At(at(late_due)))),
+        )
+        .await
+        .unwrap();
+    leader.step().await.unwrap();
+    let mut segments = files(&dir.0);
+    segments.sort();
+    assert_eq!(segments.len(), 2, "{segments:?}");
+    std::fs::remove_file(&segments[0]).unwrap();
+    queue.set_manual_clock(Some(at(T0 + FAR))).await.unwrap();
+    let err = leader.step().await.unwrap_err();
+    assert!(err.is_store() && err.to_string().contains("GET"), "{err}");
+    // The later window was loaded all the same, and its jobs run on time.
+    assert_eq!(leader.stats().cold_loaded, 50);
+    assert_eq!(queue.stats().await.unwrap().cold, due.len() as u64);
+    // Each round still fails on the lost one (said, counted), and still ticks first.
+    queue.set_manual_clock(Some(at(late_due))).await.unwrap();
+    assert!(leader.step().await.unwrap_err().is_store());
+    let jobs = worker.try_claim(100).await.unwrap();
+    assert_eq!(jobs.len(), 50);
+    assert!(jobs
+        .iter()
+        .all(|j| j.id().starts_with("late:") && j.due() == at(late_due)));
+}

@@ -16,10 +16,7 @@ use tokio::time::Instant;
 #[derive(Debug)]
 pub(super) struct ColdRun {
     at: Instant,
-    task: Option<(
-        u64,
-        tokio::task::JoinHandle<Result<crate::cold::Pass, Error>>,
-    )>,
+    task: Option<(u64, PassTask)>,
     /// The leadership (token) whose first pass swept the store's orphans.
     swept: Option<u64>,
     passes: u64,
@@ -37,6 +34,10 @@ const SWEEP_EVERY: u64 = 360;
 
 /// A leader stopped or dropped stops its pass too (a pass cut short is a crash of its
 /// own: its token fences what it would still write, the next sweep deletes its object).
+/// A pass running as a task: what it did, and how it ended.
+#[cfg(feature = "cold")]
+type PassTask = tokio::task::JoinHandle<(crate::cold::Pass, Result<(), Error>)>;
+
 #[cfg(feature = "cold")]
 impl Drop for ColdRun {
     fn drop(&mut self) {
@@ -81,8 +82,9 @@ impl Leader {
             if let Some((_, task)) = self.cold.task.take() {
                 task.abort();
             }
-            let pass = crate::cold::pass(&self.queue, &tier, token, true).await?;
-            self.cold_done(token, pass);
+            let (pass, result) = crate::cold::pass(&self.queue, &tier, token, true).await;
+            self.cold_done(token, pass, result.is_ok());
+            result?;
         }
         Ok(())
     }
@@ -120,14 +122,13 @@ impl Leader {
             }
         }
         if let Some((ran, task)) = self.cold.task.take() {
-            match task.await {
-                Ok(Ok(pass)) => self.cold_done(ran, pass),
-                Ok(Err(err)) => {
+            if let Ok((pass, result)) = task.await {
+                self.cold_done(ran, pass, result.is_ok());
+                if let Err(err) = result {
                     self.queue.report("leader", &err).await;
                     crate::trace::event!(warn, queue = self.queue.name(), error = %err, "cold tier pass failed");
                     self.shared.counted(&err);
                 }
-                Err(_) => {}
             }
         }
         let now = Instant::now();
@@ -146,13 +147,14 @@ impl Leader {
     }
 
     #[cfg(feature = "cold")]
-    pub(super) fn cold_done(&mut self, token: u64, pass: crate::cold::Pass) {
+    /// What a pass did (`whole`: it ended without an error) goes into the stats.
+    pub(super) fn cold_done(&mut self, token: u64, pass: crate::cold::Pass, whole: bool) {
         if pass.fenced {
             // Redis refused the token: this leadership has ended.
             if matches!(self.role, Role::Leading { token: now, .. } if now == token) {
                 self.lose();
             }
-        } else {
+        } else if whole {
             self.cold.swept = Some(token);
         }
         self.shared
