@@ -168,21 +168,29 @@ impl Queue {
     pub async fn job(&self, id: &str) -> Result<Option<super::JobInfo>, Error> {
         check_id(id)?;
         let (jobs, errors) = (self.key(Key::Jobs), self.key(Key::Errors));
-        let (record, error, staged, lease): (
+        // The record, its last error, its staged and in-flight scores, meta's `cold`.
+        type Found = (
             Option<Vec<u8>>,
             Option<String>,
             Option<f64>,
             Option<f64>,
-        ) = redis::pipe()
+            Option<String>,
+        );
+        let (record, error, staged, lease, cold): Found = redis::pipe()
             .hget(jobs, id)
             .hget(errors, id)
             .zscore(self.key(Key::Due), staged_member(id))
             .zscore(self.key(Key::Flight), id)
+            .hget(self.meta_key(), "cold")
             .query_async(&mut self.conn())
             .await
             .map_err(|err| Error::redis(jobs, "HGET", err))?;
         let Some(record) = record else {
-            return self.cold_job(id).await;
+            // The cold index is looked at once the queue has had a cold tier.
+            return match cold {
+                Some(_) => self.cold_job(id).await,
+                None => Ok(None),
+            };
         };
         let info = reply::parse_record(jobs, id, &record, error, staged.is_some(), lease)?;
         Ok(info)
