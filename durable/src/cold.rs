@@ -7,10 +7,11 @@
 //! 1. **Scheduled as any job** (schedule.lua): it is durable in Redis when the call
 //!    returns, at Redis's speed. The store is never on a schedule's path.
 //! 2. **Moved** by the fenced leader ([`pass`], every [`ColdTier::check_every`]):
-//!    `cold_take.lua` reads jobs from buckets that start at or after now + horizon +
-//!    window, grouped by window (their due time rounded down to [`ColdTier::window`]),
-//!    and numbers one segment per window; the leader writes each segment to the store
-//!    (one object, [`encode`]), and only once the store has it, `cold_commit.lua` takes
+//!    `cold_take.lua` reads far jobs (their window, the due time rounded down to
+//!    [`ColdTier::window`], starting at or after now + horizon), grouped by window; the
+//!    leader fills one segment per window across the takes of a pass (`Filling`, up to
+//!    10,000 jobs), numbers it (meta's `cseq`), writes it to the store (one object,
+//!    [`encode`]), and only once the store has it, `cold_commit.lua` takes
 //!    each job whose record is still exactly the one written out of the wheel and into
 //!    the index (`ci:<hhhh>`: id -> segment; lib.lua's C1, C2).
 //! 3. **Loaded** when its window starts within [`ColdTier::lead`]: the leader reads the
@@ -424,7 +425,8 @@ async fn move_out(
     let horizon = contract::ms_ceil(tier.horizon).to_string();
     let window = contract::ms_ceil(tier.window).max(1).to_string();
     let limit = SEGMENT_JOBS.to_string();
-    loop {
+    let mut filling = Filling::default();
+    let now = loop {
         let mut reply = queue
             .call(
                 &scripts().cold_take,
@@ -436,34 +438,112 @@ async fn move_out(
                 ],
             )
             .await?;
-        if reply.len() == 1 {
+        if reply.int(0)? != 1 {
             return Ok(None);
         }
-        let now = reply.int(0)?.max(0) as u64;
-        let first = reply.int(1)?.max(0) as u64;
-        let mut taken = 0;
+        let now = reply.int(1)?.max(0) as u64;
+        let (mut taken, mut fresh) = (0, 0);
         let mut i = 2;
-        let mut seg = first;
         while i < reply.len() {
             let window = reply.int(i)?.max(0) as u64;
             let n = reply.int(i + 1)?.max(0) as usize;
-            let mut jobs = Vec::with_capacity(n);
             for x in 0..n {
                 let id = reply.take_bytes(i + 2 + 2 * x)?;
                 let rec = reply.take_bytes(i + 3 + 2 * x)?;
-                jobs.push((id, rec));
+                fresh += usize::from(filling.add(window, id, rec));
             }
             i += 2 + 2 * n;
             taken += n;
-            match commit_segment(queue, tier, token, seg, window, &jobs).await? {
-                Some(moved) => done.moved += moved,
-                None => return Ok(None),
+        }
+        while let Some((window, jobs)) = filling.next(false) {
+            if !write_segment(queue, tier, token, window, &jobs, done).await? {
+                return Ok(None);
             }
-            seg += 1;
         }
-        if taken < SEGMENT_JOBS {
-            return Ok(Some(now));
+        // A take of fewer than asked found every far job; one of nothing new met only
+        // jobs held here already (they stay in the wheel until their segment is in).
+        if taken < SEGMENT_JOBS || fresh == 0 {
+            break now;
         }
+    };
+    while let Some((window, jobs)) = filling.next(true) {
+        if !write_segment(queue, tier, token, window, &jobs, done).await? {
+            return Ok(None);
+        }
+    }
+    Ok(Some(now))
+}
+
+/// Jobs taken but not yet in a segment, by window. A take meets several windows (a
+/// bucket of the wheel can span days of them), so a window's segment is filled across
+/// the takes of a pass rather than cut at every take.
+#[derive(Default)]
+struct Filling {
+    windows: std::collections::BTreeMap<u64, Jobs>,
+    held: std::collections::HashSet<Vec<u8>>,
+}
+
+/// The most jobs a pass holds before it writes its largest window's segment, full or
+/// not (~10 MB of 236-byte records).
+const MAX_HELD: usize = 4 * SEGMENT_JOBS;
+
+impl Filling {
+    /// Adds a taken job; `false` if it is held already (a take samples the wheel, where
+    /// a held job still is).
+    fn add(&mut self, window: u64, id: Vec<u8>, record: Vec<u8>) -> bool {
+        if !self.held.insert(id.clone()) {
+            return false;
+        }
+        self.windows.entry(window).or_default().push((id, record));
+        true
+    }
+
+    /// The next segment to write: a full one; or, with `all` or when more than
+    /// [`MAX_HELD`] jobs are held, the largest window's jobs.
+    fn next(&mut self, all: bool) -> Option<(u64, Jobs)> {
+        let (&window, jobs) = self.windows.iter_mut().max_by_key(|(_, jobs)| jobs.len())?;
+        let jobs = if jobs.len() >= SEGMENT_JOBS {
+            jobs.split_off(jobs.len() - SEGMENT_JOBS)
+        } else if all || self.held.len() > MAX_HELD {
+            std::mem::take(jobs)
+        } else {
+            return None;
+        };
+        if self.windows.get(&window).is_some_and(Vec::is_empty) {
+            self.windows.remove(&window);
+        }
+        for (id, _) in &jobs {
+            self.held.remove(id);
+        }
+        Some((window, jobs))
+    }
+}
+
+/// Numbers a new segment (meta's `cseq`) and writes and commits it (see
+/// [`commit_segment`]); `false` if the token was refused. A stale leader's number is
+/// simply never used: numbers only need to be unique.
+async fn write_segment(
+    queue: &Queue,
+    tier: &ColdTier,
+    token: &str,
+    window: u64,
+    jobs: &[(Vec<u8>, Vec<u8>)],
+    done: &mut Pass,
+) -> Result<bool, Error> {
+    let meta = queue.meta_key();
+    let seg: u64 = redis::cmd("HINCRBY")
+        .arg(meta)
+        .arg("cseq")
+        .arg(1)
+        .query_async(&mut queue.conn())
+        .await
+        .map_err(|err| Error::redis(meta, "HINCRBY", err))?;
+    match commit_segment(queue, tier, token, seg, window, jobs).await? {
+        Some(moved) => {
+            done.moved += moved;
+            Ok(true)
+        }
+        None => Ok(false),
     }
 }
 

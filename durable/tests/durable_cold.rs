@@ -669,3 +669,41 @@ async fn a_lost_segment_does_not_hold_up_the_others() {
         .iter()
         .all(|j| j.id().starts_with("late:") && j.due() == at(late_due)));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_window_fills_its_segments_across_the_takes_of_a_pass() {
+    // 11,000 jobs in one hour-window and 1,000 in the next, in one bucket of the wheel:
+    // each take (10,000 at most) meets both windows; the pass still writes full
+    // segments: two for the first window (10,000 + 1,000), one for the second.
+    let server = RedisServer::start();
+    let dir = Dir::new("cold-fill");
+    let (queue, mut leader, _worker) = setup(&server, "cold-fill", tier(&dir.0)).await;
+    let first = (T0 + FAR) / HOUR * HOUR + HOUR;
+    let ids: Vec<(String, u64)> = (0..12_000u64)
+        .map(|i| {
+            let due = if i < 11_000 {
+                first + i * 300 % HOUR
+            } else {
+                first + HOUR + i % 1000
+            };
+            (format!("j{i}"), due)
+        })
+        .collect();
+    queue
+        .schedule_batch(
+            ids.iter()
+                .map(|(id, due)| (id.as_str(), b"p", When::At(at(*due)))),
+        )
+        .await
+        .unwrap();
+    leader.step().await.unwrap();
+    assert_eq!(leader.stats().cold_moved, 12_000);
+    let windows = queue.cold_windows().await.unwrap();
+    let per: Vec<(u64, u64)> = windows.iter().map(|w| (w.jobs, w.segments)).collect();
+    assert_eq!(
+        per,
+        [(11_000, 2), (1_000, 1)],
+        "jobs and segments per window"
+    );
+    assert_eq!(files(&dir.0).len(), 3);
+}

@@ -4,13 +4,11 @@
 --          built from meta's prefix
 -- ARGV     token, horizon (ms), window (ms), limit (at most MAX_BATCH)
 -- Returns  { 0 } if `token` is not the current leadership's or its lease has ended;
---          else { now, first, w_1, n_1, id, record, ... (n_1 pairs), w_2, n_2, ... }: at
---          most `limit` jobs whose window (due time rounded down to `window`) starts at
---          or after now + horizon, grouped by window (start ms); `first` is the first
---          of as many new segment numbers as windows (meta's `cseq` is raised by that
---          many).
+--          else { 1, now, w_1, n_1, id, record, ... (n_1 pairs), w_2, n_2, ... }: at most
+--          `limit` jobs whose window (due time rounded down to `window`) starts at or
+--          after now + horizon, grouped by window (start ms).
 --
--- Writes nothing else: the jobs stay in the wheel until cold_commit.lua finds their
+-- Writes only meta's `cscan` (below): the jobs stay in the wheel until cold_commit.lua finds their
 -- records unchanged. A job whose skip count is not 0 (stale `ready` entries wait for it,
 -- I5) is left in the wheel.
 --
@@ -82,11 +80,7 @@ end
 if scanned then
   redis.call('HSET', META, 'cscan', scanned)
 end
-if #order == 0 then
-  return { now, 0 }
-end
-local last = redis.call('HINCRBY', META, 'cseq', #order)
-local out = { now, last - #order + 1 }
+local out = { 1, now }
 for _, w in ipairs(order) do
   local list = groups[w]
   out[#out + 1] = w
