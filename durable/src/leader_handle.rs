@@ -39,8 +39,11 @@ impl Shared {
     /// Counts `err` (of a call beside the rounds: the takeover's repair) and keeps its
     /// message as the last error.
     pub(crate) fn counted(&self, err: &Error) {
+        // The count moves while the message is being set, under its lock: whoever sees
+        // the count grow and then asks for the message gets this one.
+        let mut last = self.last_error.lock().unwrap_or_else(|e| e.into_inner());
+        *last = Some(err.to_string());
         self.errors.fetch_add(1, Ordering::Relaxed);
-        *self.last_error.lock().unwrap_or_else(|e| e.into_inner()) = Some(err.to_string());
     }
 
     /// A round worked: the rounds failed in a row before it (0 if none), and whether it
