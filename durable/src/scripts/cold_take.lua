@@ -5,12 +5,13 @@
 -- ARGV     token, horizon (ms), window (ms), limit (at most MAX_BATCH)
 -- Returns  { 0 } if `token` is not the current leadership's or its lease has ended;
 --          else { 1, now, w_1, n_1, id, record, ... (n_1 pairs), w_2, n_2, ... }: at most
---          `limit` jobs whose window (due time rounded down to `window`) starts at or
---          after now + horizon, grouped by window (start ms).
+--          `limit` jobs (a few more when an SSCAN page holds more than asked) whose
+--          window (due time rounded down to `window`) starts at or after now +
+--          horizon, grouped by window (start ms).
 --
--- Writes only meta's `cscan` (below): the jobs stay in the wheel until cold_commit.lua finds their
--- records unchanged. A job whose skip count is not 0 (stale `ready` entries wait for it,
--- I5) is left in the wheel.
+-- Writes only meta's `cscan` (below): the jobs stay in the wheel until cold_commit.lua
+-- finds their records unchanged. A job whose skip count is not 0 (stale `ready` entries
+-- wait for it, I5) is left in the wheel.
 --
 -- Where far jobs are (I2): a job goes into the coarsest bucket that starts after the
 -- wheel's horizon, which may start long before the job is due (a level-3 bucket spans
@@ -33,11 +34,10 @@ local members = read('zset', 'ZRANGEBYSCORE', DUE, now + W0 + LEAD, '+inf')
 local groups, order = {}, {}
 local function take(ids)
   local recs = read_all('hash', 'HMGET', JOBS, ids)
+  -- Every id given is judged, even past the budget: SSCAN's COUNT is a hint, and an id of
+  -- its page left out here would be passed by its cursor until the scan came round again
+  -- (the leader cuts segments at their size itself).
   for x = 1, #ids do
-    -- SSCAN's COUNT is a hint: a page may hold more than asked.
-    if budget <= 0 then
-      break
-    end
     local j = recs[x] and readable(recs[x])
     if j and j.skip == 0 and string.find(j.loc, '^%d$') then
       local w = j.due - j.due % width
