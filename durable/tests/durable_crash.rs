@@ -14,6 +14,10 @@
 #[cfg(feature = "cold")]
 #[path = "durable_crash/cold.rs"]
 mod cold;
+// The cold tier tests' shared helpers (files under a directory, `ms`).
+#[cfg(feature = "cold")]
+#[path = "cold/common.rs"]
+mod cold_common;
 #[cfg(feature = "cold")]
 #[path = "durable_crash/cold_role.rs"]
 mod cold_role;

@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
+use tickless_durable::JobState;
 use tickless_durable::{ColdTier, Leader, LeaderOptions, Queue, When, Worker, WorkerOptions};
 use tickless_test_support::{at, queue_name, RedisServer, T0};
 
@@ -162,4 +163,64 @@ pub async fn index_entries(server: &RedisServer, queue: &Queue) -> u64 {
         n += len;
     }
     n
+}
+
+/// Every promise of `Queue` on the cold jobs [`schedule_far`] made (all moved already): the
+/// lookup reads `far:7`'s record from the store; scheduling a cold id again, alone or in a
+/// batch, adds nothing; `far:0`..`far:99` are cancelled, once, and then looked up as gone
+/// (and cannot be rescheduled); `far:100`..`far:149` are rescheduled to T0 + 60 s (+ i ms)
+/// and are in the wheel again with their payload. `due` loses the cancelled ids and gets
+/// the new due times.
+pub async fn keep_promises(queue: &Queue, due: &mut BTreeMap<String, u64>) {
+    let info = queue
+        .job("far:7")
+        .await
+        .unwrap()
+        .expect("a cold job is a job");
+    assert_eq!(info.state, JobState::Cold);
+    assert_eq!(info.due, at(due["far:7"]));
+    assert_eq!(info.payload, payload(7));
+    assert_eq!((info.attempts, info.max_attempts), (0, 5));
+
+    // Idempotent on id: a cold id names a job, alone or in a batch.
+    let soon = When::After(std::time::Duration::from_secs(1));
+    assert!(!queue.schedule("far:5", b"other", soon).await.unwrap());
+    let ids: Vec<String> = (10..20).map(|i| format!("far:{i}")).collect();
+    let again = queue
+        .schedule_batch(ids.iter().map(|id| (id.as_str(), b"x", soon)))
+        .await
+        .unwrap();
+    assert!(
+        again.iter().all(|&a| !a),
+        "a batch of cold ids added {again:?}"
+    );
+
+    // Cancel 100, once.
+    let cancelled: Vec<String> = (0..100).map(|i| format!("far:{i}")).collect();
+    let removed = queue
+        .cancel_batch(cancelled.iter().map(String::as_str))
+        .await
+        .unwrap();
+    assert!(removed.iter().all(|&r| r));
+    assert!(!queue.cancel("far:3").await.unwrap(), "cancelled twice");
+    assert!(queue.job("far:3").await.unwrap().is_none());
+    assert!(!queue.reschedule("far:3", soon).await.unwrap());
+    for id in &cancelled {
+        due.remove(id);
+    }
+
+    // Reschedule 50 to the next minute: read from the store, back into the wheel.
+    for i in 100..150 {
+        let id = format!("far:{i}");
+        assert!(queue
+            .reschedule(&id, When::At(at(T0 + 60_000 + i)))
+            .await
+            .unwrap());
+        due.insert(id, T0 + 60_000 + i);
+    }
+    let info = queue.job("far:120").await.unwrap().unwrap();
+    assert_eq!(
+        (info.state, info.payload),
+        (JobState::Scheduled, payload(120))
+    );
 }

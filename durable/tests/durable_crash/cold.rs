@@ -10,11 +10,12 @@
 //! process (no handler is killed here, so no repeat is allowed), at its scheduled due
 //! time or later; the index, `cseg`, `cwin` and the store's directory end empty.
 
+use super::cold_common::{files, ms};
 use super::log::{args, Proc};
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 use tickless_durable::{Queue, When, WorkerOptions};
 use tickless_test_support::{at, RedisServer, T0};
 
@@ -232,27 +233,6 @@ impl Scene {
         }
         (proc, seen)
     }
-}
-
-/// Every file under `dir`.
-fn files(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut todo = vec![dir.to_path_buf()];
-    while let Some(d) = todo.pop() {
-        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                todo.push(path);
-            } else {
-                out.push(path);
-            }
-        }
-    }
-    out
-}
-
-fn ms(t: SystemTime) -> u64 {
-    t.duration_since(UNIX_EPOCH).unwrap().as_millis() as u64
 }
 
 pub fn cold_leaders_killed_at_every_step_and_redis_restarted_lose_and_double_nothing() {
