@@ -62,7 +62,7 @@ end
 local completed = {}
 local gone, errs = {}, {}
 for i = 1, nacks do
-  local j = recs[i] and readable(recs[i])
+  local j = readable(recs[i])
   if j and held[i] and j.loc == 's' and j.del == dels[i] then
     gone[#gone + 1] = acks[i]
     completed[acks[i]] = true

@@ -39,7 +39,7 @@ local b = batch(now)
 local loaded, dropped = 0, 0
 for x = 1, #mine do
   local id = mine[x]
-  local old = held[x] and readable(held[x])
+  local old = readable(held[x])
   if held[x] and (old == nil or old.loc ~= 'x') then
     dropped = dropped + 1
   else

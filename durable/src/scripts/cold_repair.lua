@@ -58,7 +58,7 @@ end
 local held = read_all('hash', 'HMGET', JOBS, ids)
 local drop = {}
 for x = 1, #ids do
-  local old = held[x] and readable(held[x])
+  local old = readable(held[x])
   local live = held[x] and (old == nil or old.loc ~= 'x')
   local known = redis.call('HEXISTS', CSEG, segs[x]) == 1
   if live or not known then

@@ -18,7 +18,7 @@ if read('hash', 'HGET', key, id) ~= seg then
   return { now, 0 }
 end
 local held = read('hash', 'HGET', JOBS, id)
-local old = held and readable(held, id)
+local old = readable(held, id)
 if old and old.loc ~= 'x' then
   return { now, 0 }
 end

@@ -30,7 +30,7 @@ local held = read_all('zset', 'ZMSCORE', FLIGHT, ids)
 local recs = read_all('hash', 'HMGET', JOBS, ids)
 local args = {}
 for i = 1, n do
-  local j = held[i] and recs[i] and readable(recs[i])
+  local j = held[i] and readable(recs[i]) or nil
   if j and j.loc == 's' and j.del == dels[i] then
     args[#args + 1] = ends
     args[#args + 1] = ids[i]

@@ -263,8 +263,12 @@ function meta(...)
 end
 
 -- A job record (I1) as a table, or nil if `rec` is not one; for calls a user makes
--- (`id` given), an unreadable record is an error naming it.
+-- (`id` given), an unreadable record is an error naming it. An absent record (HMGET's and
+-- HGET's `false`) is nil too: `x and readable(x)` would give `false`, which `== nil` misses.
 function readable(rec, id)
+  if not rec then
+    return nil
+  end
   local due, loc, del, att, max, skip, pos =
     string.match(rec, '^(%d+)|([%dsdx])(%d*)|(%d+)|(%d+)|(%d+)|()')
   if due == nil or (del ~= '' and loc ~= 's') then
@@ -684,7 +688,7 @@ function recur_take(rs, now, b, lags, budget)
     local old = read_all('hash', 'HMGET', JOBS, ids)
     for x = 1, #jobs do
       local jid, t, s = jobs[x][1], jobs[x][2], jobs[x][3]
-      local o = old[x] and readable(old[x])
+      local o = readable(old[x])
       -- R1: a job of this name exists only if a user made one: it is left alone.
       if old[x] == false or (o and o.loc == 'x') then
         lags[#lags + 1] = now - t

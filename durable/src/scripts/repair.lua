@@ -89,7 +89,7 @@ if what == 'jobs' and #items > 0 then
   -- came with the page.
   local dead, staged, buckets, order = {}, {}, {}, {}
   for i, id in ipairs(items) do
-    local j = recs[i] and readable(recs[i])
+    local j = readable(recs[i])
     if j and (j.loc == 'x' or (j.loc == 'd' and j.skip > 0)) then
       -- A tombstone, or a dead job with stale entries: its count is checked (and a
       -- tombstone with none is removed).
@@ -184,7 +184,7 @@ elseif what == 'ready' and #items > 0 then
     end
   end
   for i, id in ipairs(items) do
-    local j = recs[i] and readable(recs[i])
+    local j = readable(recs[i])
     local n = found[id]
     if j == nil then
       -- Gone, or unreadable (the `jobs` step quarantined it): nothing to count.
@@ -231,7 +231,9 @@ elseif what == 'due' then
     elseif kind == M_RECUR then
       keep = read('hash', 'HEXISTS', RECUR, rest) == 1
     elseif member == M_LEASE then
-      keep = read('zset', 'ZCARD', FLIGHT) > 0
+      -- Acks leave it; over an empty `flight` the tick drops it when it comes, as it
+      -- does any time a worker acks the last job in flight: not a fault to repair.
+      keep = true
     end
     if not keep then
       remove(DUE, 'ZREM', member)
@@ -240,7 +242,7 @@ elseif what == 'due' then
 elseif what == 'dead' then
   for _, id in ipairs(items) do
     local rec = read('hash', 'HGET', JOBS, id)
-    local j = rec and readable(rec)
+    local j = readable(rec)
     -- An unreadable record in `dead` is a quarantined job: it stays.
     if not rec or (j and j.loc ~= 'd') then
       remove(DEAD, 'ZREM', id)
@@ -324,14 +326,17 @@ check_batch(b)
 for _, id in ipairs(bad) do
   quarantine(id, now)
 end
+-- Counted as removed only what was there: an entry judged from a page read before this
+-- call may have gone since (a job promoted, acked or cancelled meanwhile).
+local removed = 0
 for _, x in ipairs(removes) do
-  redis.call(x[2], x[1], x[3])
+  removed = removed + redis.call(x[2], x[1], x[3])
 end
 for _, x in ipairs(adds) do
   redis.call(x[2], x[1], unpack(x, 3))
 end
 flush(b, armed, true)
 out[2] = #bad + #adds + #b.writes / 2
-out[3] = #removes
+out[3] = removed
 count('n_repaired', out[2] + out[3])
 return out

@@ -20,7 +20,7 @@ local out, gone, seen = {}, {}, {}
 local b = batch(now)
 for i = 1, #ARGV do
   local id, rec = ARGV[i], recs[i]
-  local j = rec and not seen[id] and readable(rec)
+  local j = not seen[id] and readable(rec) or nil
   if rec and j == nil and not seen[id] then
     out[i] = -1
   elseif j and j.loc == 'd' then

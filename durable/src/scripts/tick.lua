@@ -74,7 +74,7 @@ for i = 1, #items, 2 do
       budget = budget - #ids
       local recs = read_all('hash', 'HMGET', JOBS, ids)
       for x = 1, #ids do
-        local j = recs[x] and readable(recs[x])
+        local j = readable(recs[x])
         if recs[x] and j == nil then
           bad[#bad + 1] = ids[x]
         elseif j then
@@ -95,7 +95,7 @@ for i = 1, #items, 2 do
       budget = budget - #ended
       local recs = read_all('hash', 'HMGET', JOBS, ended)
       for x = 1, #ended do
-        local j = recs[x] and readable(recs[x])
+        local j = readable(recs[x])
         if recs[x] and j == nil then
           bad[#bad + 1] = ended[x]
         elseif j then
