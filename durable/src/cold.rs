@@ -206,7 +206,8 @@ impl ColdTier {
     }
 
     /// The objects' prefix in the store (default `tickless`): a queue's segments are
-    /// under `<root>/<queue name>/`.
+    /// under `<root>/<queue name>/<deployment>/`, the deployment being an id kept in the
+    /// queue's Redis, so that deployments with queues of one name can share a root.
     pub fn root(mut self, root: &str) -> ColdTier {
         self.root = root.to_string();
         self
@@ -216,14 +217,18 @@ impl ColdTier {
         self.every
     }
 
-    fn queue_dir(&self, queue: &str) -> Path {
-        Path::from_iter([PathPart::from(self.root.as_str()), PathPart::from(queue)])
+    /// What deployment `dep` of `queue` owns: `<root>/<queue>/<dep>/`.
+    fn deployment_dir(&self, queue: &str, dep: &str) -> Path {
+        Path::from_iter([
+            PathPart::from(self.root.as_str()),
+            PathPart::from(queue),
+            PathPart::from(dep),
+        ])
     }
 
-    /// Segment `seg` of window `window` (ms): `<root>/<queue>/<window>/<seg>.seg`.
-    fn segment_path(&self, queue: &str, window: u64, seg: u64) -> Path {
-        self.queue_dir(queue)
-            .clone()
+    /// Segment `seg` of window `window` (ms): `<root>/<queue>/<dep>/<window>/<seg>.seg`.
+    fn segment_path(&self, queue: &str, dep: &str, window: u64, seg: u64) -> Path {
+        self.deployment_dir(queue, dep)
             .join(window.to_string())
             .join(format!("{seg}.seg"))
     }
@@ -256,9 +261,10 @@ impl ColdTier {
         }
     }
 
-    /// Every segment object of `queue`: (path, segment number).
-    async fn list(&self, queue: &str) -> Result<Vec<(Path, u64)>, Error> {
-        let dir = self.queue_dir(queue);
+    /// Every segment object of deployment `dep` of `queue`: (path, segment number). A
+    /// prefix matches whole path parts, so another deployment's objects are never listed.
+    async fn list(&self, queue: &str, dep: &str) -> Result<Vec<(Path, u64)>, Error> {
+        let dir = self.deployment_dir(queue, dep);
         let mut listing = self.store.list(Some(&dir));
         let mut out = Vec::new();
         while let Some(meta) = std::future::poll_fn(|cx| listing.as_mut().poll_next(cx)).await {
@@ -278,11 +284,12 @@ impl ColdTier {
     pub(crate) async fn record_of(
         &self,
         queue: &str,
+        dep: &str,
         seg: u64,
         window: u64,
         id: &str,
     ) -> Result<Vec<u8>, Error> {
-        let path = self.segment_path(queue, window, seg);
+        let path = self.segment_path(queue, dep, window, seg);
         let jobs = decode(&self.get(&path).await?, path.as_ref())?;
         jobs.into_iter()
             .find(|(job, _)| job == id.as_bytes())
@@ -404,28 +411,32 @@ async fn run_pass(
         done.swept = sweep(queue, tier).await?;
     }
     let token = token.to_string();
-    let Some(now) = move_out(queue, tier, &token, done).await? else {
+    let Some((now, dep)) = move_out(queue, tier, &token, done).await? else {
         done.fenced = true;
         return Ok(());
     };
-    if !load_in(queue, tier, &token, now, done).await? {
+    if !load_in(queue, tier, &token, &dep, now, done).await? {
         done.fenced = true;
     }
     Ok(())
 }
 
 /// Moves every job due beyond the horizon into segments; the queue's clock (ms) as the
-/// last take read it, or `None` if the token was refused.
+/// last take read it and the queue's deployment id (meta's `cdep`, which the first take
+/// sets), or `None` if the token was refused.
 async fn move_out(
     queue: &Queue,
     tier: &ColdTier,
     token: &str,
     done: &mut Pass,
-) -> Result<Option<u64>, Error> {
+) -> Result<Option<(u64, String)>, Error> {
     let horizon = contract::ms_ceil(tier.horizon).to_string();
     let window = contract::ms_ceil(tier.window).max(1).to_string();
     let limit = SEGMENT_JOBS.to_string();
+    // A candidate: the first take of the queue's first move keeps it (meta's `cdep`).
+    let fresh_dep = crate::random::random_hex();
     let mut filling = Filling::default();
+    let mut dep: String;
     let now = loop {
         let mut reply = queue
             .call(
@@ -435,6 +446,7 @@ async fn move_out(
                     horizon.as_bytes(),
                     window.as_bytes(),
                     limit.as_bytes(),
+                    fresh_dep.as_bytes(),
                 ],
             )
             .await?;
@@ -442,8 +454,9 @@ async fn move_out(
             return Ok(None);
         }
         let now = reply.int(1)?.max(0) as u64;
+        dep = String::from_utf8_lossy(&reply.take_bytes(2)?).into_owned();
         let (mut taken, mut fresh) = (0, 0);
-        let mut i = 2;
+        let mut i = 3;
         while i < reply.len() {
             let window = reply.int(i)?.max(0) as u64;
             let n = reply.int(i + 1)?.max(0) as usize;
@@ -456,7 +469,7 @@ async fn move_out(
             taken += n;
         }
         while let Some((window, jobs)) = filling.next(false) {
-            if !write_segment(queue, tier, token, window, &jobs, done).await? {
+            if !write_segment(queue, tier, token, &dep, window, &jobs, done).await? {
                 return Ok(None);
             }
         }
@@ -467,11 +480,11 @@ async fn move_out(
         }
     };
     while let Some((window, jobs)) = filling.next(true) {
-        if !write_segment(queue, tier, token, window, &jobs, done).await? {
+        if !write_segment(queue, tier, token, &dep, window, &jobs, done).await? {
             return Ok(None);
         }
     }
-    Ok(Some(now))
+    Ok(Some((now, dep)))
 }
 
 /// Jobs taken but not yet in a segment, by window. A take meets several windows (a
@@ -526,6 +539,7 @@ async fn write_segment(
     queue: &Queue,
     tier: &ColdTier,
     token: &str,
+    dep: &str,
     window: u64,
     jobs: &[(Vec<u8>, Vec<u8>)],
     done: &mut Pass,
@@ -538,7 +552,7 @@ async fn write_segment(
         .query_async(&mut queue.conn())
         .await
         .map_err(|err| Error::redis(meta, "HINCRBY", err))?;
-    match commit_segment(queue, tier, token, seg, window, jobs).await? {
+    match commit_segment(queue, tier, token, dep, seg, window, jobs).await? {
         Some(moved) => {
             done.moved += moved;
             Ok(true)
@@ -553,11 +567,12 @@ async fn commit_segment(
     queue: &Queue,
     tier: &ColdTier,
     token: &str,
+    dep: &str,
     seg: u64,
     window: u64,
     jobs: &[(Vec<u8>, Vec<u8>)],
 ) -> Result<Option<u64>, Error> {
-    let path = tier.segment_path(queue.name(), window, seg);
+    let path = tier.segment_path(queue.name(), dep, window, seg);
     let bytes = encode(jobs);
     let size = bytes.len().to_string();
     tier.put(&path, bytes).await?;
@@ -595,6 +610,7 @@ async fn load_in(
     queue: &Queue,
     tier: &ColdTier,
     token: &str,
+    dep: &str,
     now: u64,
     done: &mut Pass,
 ) -> Result<bool, Error> {
@@ -618,7 +634,7 @@ async fn load_in(
                 format!("member {seg:?} is not a segment number"),
             ));
         };
-        match load_segment(queue, tier, token, seg_no, window, done).await {
+        match load_segment(queue, tier, token, dep, seg_no, window, done).await {
             Ok(true) => {}
             Ok(false) => return Ok(false),
             Err(err) if err.is_store() => {
@@ -637,11 +653,12 @@ async fn load_segment(
     queue: &Queue,
     tier: &ColdTier,
     token: &str,
+    dep: &str,
     seg: u64,
     window: u64,
     done: &mut Pass,
 ) -> Result<bool, Error> {
-    let path = tier.segment_path(queue.name(), window, seg);
+    let path = tier.segment_path(queue.name(), dep, window, seg);
     let jobs = decode(&tier.get(&path).await?, path.as_ref())?;
     let seg_arg = seg.to_string();
     for chunk in jobs.chunks(CALL_JOBS) {
@@ -679,11 +696,16 @@ async fn load_segment(
     Ok(true)
 }
 
-/// Deletes the objects of the queue's store that no segment of Redis names; how many.
-/// Run by a new leadership before its first move, so no move of its own is between its
-/// PUT and its commit; an older leadership's commit would be refused by its token.
+/// Deletes the objects of this deployment's part of the store that no segment of Redis
+/// names; how many. Run by a new leadership before its first move, so no move of its own
+/// is between its PUT and its commit; an older leadership's commit would be refused by
+/// its token. Another deployment's objects (another `cdep`) are never listed.
 pub(crate) async fn sweep(queue: &Queue, tier: &ColdTier) -> Result<u64, Error> {
-    let objects = tier.list(queue.name()).await?;
+    let Some(dep) = queue.cold_deployment().await? else {
+        // No take has run: this deployment has written nothing.
+        return Ok(0);
+    };
+    let objects = tier.list(queue.name(), &dep).await?;
     if objects.is_empty() {
         return Ok(0);
     }
@@ -724,10 +746,31 @@ impl Queue {
         seg: u64,
         window: u64,
     ) -> Result<Option<Vec<u8>>, Error> {
-        match self.cold_tier() {
-            Some(tier) => Ok(Some(tier.record_of(self.name(), seg, window, id).await?)),
-            None => Ok(None),
-        }
+        let Some(tier) = self.cold_tier() else {
+            return Ok(None);
+        };
+        let meta = self.meta_key();
+        let dep = self.cold_deployment().await?.ok_or_else(|| {
+            Error::garbage(
+                meta,
+                "a cold job's index entry, yet no field cdep".to_string(),
+            )
+        })?;
+        Ok(Some(
+            tier.record_of(self.name(), &dep, seg, window, id).await?,
+        ))
+    }
+
+    /// The deployment id in this queue's object paths (meta's `cdep`), once a leader's
+    /// first take has set it.
+    async fn cold_deployment(&self) -> Result<Option<String>, Error> {
+        let meta = self.meta_key();
+        redis::cmd("HGET")
+            .arg(meta)
+            .arg("cdep")
+            .query_async(&mut self.conn())
+            .await
+            .map_err(|err| Error::redis(meta, "HGET", err))
     }
 }
 
@@ -762,8 +805,8 @@ mod tests {
     #[test]
     fn paths_escape_the_queue_name() {
         let tier = ColdTier::new(Arc::new(object_store::local::LocalFileSystem::new()));
-        let path = tier.segment_path("a/b c", 3_600_000, 7);
-        assert_eq!(path.as_ref(), "tickless/a%2Fb c/3600000/7.seg");
+        let path = tier.segment_path("a/b c", "d/e", 3_600_000, 7);
+        assert_eq!(path.as_ref(), "tickless/a%2Fb c/d%2Fe/3600000/7.seg");
         assert_eq!(path.filename(), Some("7.seg"));
     }
 

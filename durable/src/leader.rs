@@ -191,14 +191,11 @@ impl Queue {
 }
 
 fn default_name() -> String {
-    use std::hash::{BuildHasher, Hasher};
-    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    hasher.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos()),
-    );
-    format!("pid{}-{:08x}", std::process::id(), hasher.finish() as u32)
+    format!(
+        "pid{}-{:08x}",
+        std::process::id(),
+        crate::random::random_u64() as u32
+    )
 }
 
 impl Leader {

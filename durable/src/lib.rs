@@ -77,7 +77,7 @@
 //!
 //! | key | type | holds |
 //! | --- | --- | --- |
-//! | `meta` | hash | the lease (`holder`, `token`, `expires`), `armed` (when the leader next wakes), the manual clock, promotion lag figures, counters `n_*` (one `HINCRBY` in the script that does the counted thing; see [`Counters`]) |
+//! | `meta` | hash | the lease (`holder`, `token`, `expires`), `armed` (when the leader next wakes), the manual clock, the cold tier's deployment id (`cdep`), segment counter (`cseq`) and scan cursor (`cscan`), promotion lag figures, counters `n_*` (one `HINCRBY` in the script that does the counted thing; see [`Counters`]) |
 //! | `jobs` | hash | id → `due\|loc\|attempts\|max\|skip\|payload` |
 //! | `b:<k>:<start>` | set | ids of the jobs in a bucket of level k |
 //! | `due` | sorted set | `b<k>:<start>` per non-empty bucket, scored start − 256 ms; `j<id>` per staged job, scored by its due time; `l`, scored at or before the earliest lease end |
@@ -226,6 +226,7 @@ mod merge;
 mod nodes;
 mod peek;
 mod queue;
+mod random;
 mod recur;
 mod redact;
 mod repair;

@@ -649,3 +649,110 @@ async fn a_window_fills_its_segments_across_the_takes_of_a_pass() {
     );
     assert_eq!(files(&dir.0).len(), 3);
 }
+
+/// Two deployments (two redis-servers: production and staging) each with a queue of the
+/// same name on one shared directory and root: each moves its own 3,000 far jobs, then
+/// each gets a new leadership (whose first pass sweeps the store), then each drains.
+/// Every job of each is delivered once, with its own payload, none of the other's; the
+/// store ends empty. Segments were named by queue, window and a per-Redis number alone,
+/// so each sweep deleted the other's segments (production delivered 0 of 3,000) and the
+/// two wrote to the same paths.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_deployments_sharing_a_store_keep_to_their_own_segments() {
+    const N: u64 = 3_000;
+    let dir = Dir::new("cold-shared");
+    let name = support::queue_name("orders");
+    let mut sides = Vec::new();
+    for side in ["production", "staging"] {
+        let server = RedisServer::start();
+        let queue = Queue::connect(&server.url(), &name)
+            .await
+            .unwrap()
+            .with_cold_tier(tier(&dir.0));
+        queue.set_manual_clock(Some(at(T0))).await.unwrap();
+        let mut leader = queue.leader(LeaderOptions::default());
+        leader.step().await.unwrap();
+        assert!(leader.is_leading(), "{side}: no leader");
+        // The same ids and due times on both sides, told apart by their payloads.
+        let jobs: Vec<(String, Vec<u8>, u64)> = (0..N)
+            .map(|i| {
+                (
+                    format!("far:{i}"),
+                    format!("{side} {i}").into_bytes(),
+                    T0 + FAR + i * 1000,
+                )
+            })
+            .collect();
+        queue
+            .schedule_batch(
+                jobs.iter()
+                    .map(|(id, p, due)| (id.as_str(), p.as_slice(), When::At(at(*due)))),
+            )
+            .await
+            .unwrap();
+        sides.push((side, server, queue, leader));
+    }
+    // Each moves its jobs out, in turn, so that both have segments in the store.
+    for (side, server, queue, leader) in &mut sides {
+        leader.step().await.unwrap();
+        assert_eq!(leader.stats().cold_moved, N, "{side}: not all moved");
+        assert_eq!(index_entries(server, queue).await, N, "{side}");
+    }
+    let moved = files(&dir.0).len();
+    // A new leadership on each side, whose first pass sweeps: neither may take the
+    // other's segments for orphans.
+    for (side, _, queue, leader) in &mut sides {
+        drop(std::mem::replace(
+            leader,
+            queue.leader(LeaderOptions::default()),
+        ));
+        queue
+            .advance_manual_clock(Duration::from_secs(61))
+            .await
+            .unwrap();
+        leader.step().await.unwrap();
+        assert!(leader.is_leading(), "{side}: no new leadership");
+    }
+    assert_eq!(
+        files(&dir.0).len(),
+        moved,
+        "a sweep deleted segments it did not own"
+    );
+    for (side, _, queue, leader) in &mut sides {
+        let worker = queue.worker(tickless_durable::WorkerOptions::default());
+        let end = T0 + FAR + N * 1000;
+        queue.set_manual_clock(Some(at(end))).await.unwrap();
+        leader.step().await.unwrap();
+        leader.step().await.unwrap();
+        let mut delivered = BTreeSet::new();
+        loop {
+            let jobs = worker.try_claim(1000).await.unwrap();
+            if jobs.is_empty() {
+                break;
+            }
+            for job in jobs {
+                let id = job.id().to_string();
+                let i: u64 = id.strip_prefix("far:").unwrap().parse().unwrap();
+                assert_eq!(
+                    ms(job.due()),
+                    T0 + FAR + i * 1000,
+                    "{side}: {id} at the wrong time"
+                );
+                assert_eq!(
+                    job.payload(),
+                    format!("{side} {i}").as_bytes(),
+                    "{side}: {id} is the other deployment's"
+                );
+                assert!(delivered.insert(id), "{side}: a job twice");
+                worker.ack(&job).await.unwrap();
+            }
+        }
+        assert_eq!(delivered.len() as u64, N, "{side}: lost jobs");
+        assert_eq!(leader.stats().errors, 0, "{side}: {:?}", leader.stats());
+    }
+    assert!(
+        files(&dir.0).is_empty(),
+        "left in the store: {:?}",
+        files(&dir.0)
+    );
+}

@@ -110,8 +110,16 @@ async fn far_jobs_go_to_s3_keep_every_promise_and_come_back_once_on_time() {
     );
     assert_eq!(index_entries(&server, &queue).await, 2500);
     // The segments are S3 objects: the server keeps them as files, a LIST names them,
-    // each at <root>/<queue>/<window ms>/<seg>.seg with its window on the hour.
-    let prefix = format!("tickless/{}", queue.name());
+    // each at <root>/<queue>/<deployment>/<window ms>/<seg>.seg with its window on the
+    // hour, the deployment being the queue's meta's `cdep`.
+    let dep = hget(
+        &server,
+        &format!("tickless:{{{}}}:meta", queue.name()),
+        "cdep",
+    )
+    .await;
+    assert_eq!(dep.len(), 16, "a deployment id of 16 hex digits: {dep:?}");
+    let prefix = format!("tickless/{}/{dep}", queue.name());
     let objects = listed(store.as_ref(), &prefix).await;
     assert_eq!(
         objects,

@@ -2,14 +2,19 @@
 --
 -- KEYS     meta, jobs, due (contract.rs, script_keys::COLD_TAKE); bucket keys are
 --          built from meta's prefix
--- ARGV     token, horizon (ms), window (ms), limit (at most MAX_BATCH)
+-- ARGV     token, horizon (ms), window (ms), limit (at most MAX_BATCH), deployment (a
+--          fresh id, kept as meta's `cdep` if the queue has none yet)
 -- Returns  { 0 } if `token` is not the current leadership's or its lease has ended;
---          else { 1, now, w_1, n_1, id, record, ... (n_1 pairs), w_2, n_2, ... }: at most
+--          else { 1, now, cdep, w_1, n_1, id, record, ... (n_1 pairs), w_2, n_2, ... }: at most
 --          `limit` jobs (a few more when an SSCAN page holds more than asked) whose
 --          window (due time rounded down to `window`) starts at or after now +
 --          horizon, grouped by window (start ms).
 --
--- Writes only meta's `cscan` (below): the jobs stay in the wheel until cold_commit.lua
+-- `cdep` names this queue's deployment (this Redis) in every object path, so that
+-- deployments sharing a store never read, overwrite or sweep each other's segments; it
+-- is set here, under the token, once: a take precedes every segment written.
+--
+-- Writes only meta's `cscan` (below) and `cdep`: the jobs stay in the wheel until cold_commit.lua
 -- finds their records unchanged. A job whose skip count is not 0 (stale `ready` entries
 -- wait for it, I5) is left in the wheel.
 --
@@ -20,9 +25,16 @@
 -- it may hold both, and is read with SSCAN from the cursor meta's `cscan` kept
 -- (`<member> <cursor>`), so that successive calls go through it once rather than
 -- sample the same near jobs again.
-local now, token, expires, cscan = meta('token', 'expires', 'cscan')
+local now, token, expires, cscan, cdep = meta('token', 'expires', 'cscan', 'cdep')
 if token ~= ARGV[1] or (tonumber(expires) or 0) <= now then
   return { 0 }
+end
+if not cdep then
+  cdep = ARGV[5]
+  if not string.match(cdep or '', '^[%w-]+$') then
+    error({ err = 'ERR bad argument 5 (deployment): ' .. string.format('%q', tostring(cdep)) })
+  end
+  redis.call('HSET', META, 'cdep', cdep)
 end
 local horizon = arg_int(2, 'horizon', 0)
 local width = arg_int(3, 'window', 1)
@@ -38,7 +50,7 @@ local function take(ids)
   -- its page left out here would be passed by its cursor until the scan came round again
   -- (the leader cuts segments at their size itself).
   for x = 1, #ids do
-    local j = recs[x] and readable(recs[x])
+    local j = readable(recs[x])
     if j and j.skip == 0 and string.find(j.loc, '^%d$') then
       local w = j.due - j.due % width
       if w >= now + horizon then
@@ -80,7 +92,7 @@ end
 if scanned then
   redis.call('HSET', META, 'cscan', scanned)
 end
-local out = { 1, now }
+local out = { 1, now, cdep }
 for _, w in ipairs(order) do
   local list = groups[w]
   out[#out + 1] = w

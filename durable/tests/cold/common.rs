@@ -145,6 +145,16 @@ pub async fn hlen(server: &RedisServer, key: &str) -> u64 {
         .unwrap()
 }
 
+pub async fn hget(server: &RedisServer, key: &str, field: &str) -> String {
+    let mut admin = server.admin().await;
+    redis::cmd("HGET")
+        .arg(key)
+        .arg(field)
+        .query_async(&mut admin)
+        .await
+        .unwrap_or_else(|err| panic!("HGET {key} {field}: {err}"))
+}
+
 /// The keys of the queue's cold index, and how many entries they hold.
 pub async fn index_entries(server: &RedisServer, queue: &Queue) -> u64 {
     let mut admin = server.admin().await;
