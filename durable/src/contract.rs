@@ -73,11 +73,15 @@ pub(crate) enum Key {
     ColdSegs,
     /// Sorted set: the cold tier's segment numbers, scored by their window's start.
     ColdWindows,
+    /// Sorted set: `<token>:<id>` of jobs due soon that a schedule call which may be sent
+    /// again added, scored by when (schedule.lua: a resend that finds its own member adds
+    /// nothing, though the job has completed since).
+    Sent,
 }
 
 impl Key {
     /// Every key, in the order of [`script_keys::ALL`].
-    pub(crate) const ALL: [Key; 12] = [
+    pub(crate) const ALL: [Key; 13] = [
         Key::Meta,
         Key::Jobs,
         Key::Due,
@@ -90,6 +94,7 @@ impl Key {
         Key::Rlow,
         Key::ColdSegs,
         Key::ColdWindows,
+        Key::Sent,
     ];
 
     /// The key's name after the queue's prefix.
@@ -107,6 +112,7 @@ impl Key {
             Key::Rlow => "rlow",
             Key::ColdSegs => "cseg",
             Key::ColdWindows => "cwin",
+            Key::Sent => "sent",
         }
     }
 
@@ -125,6 +131,7 @@ impl Key {
             Key::Rlow => "RLOW",
             Key::ColdSegs => "CSEG",
             Key::ColdWindows => "CWIN",
+            Key::Sent => "SENT",
         }
     }
 
@@ -132,7 +139,7 @@ impl Key {
     pub(crate) const fn redis_type(self) -> &'static str {
         match self {
             Key::Meta | Key::Jobs | Key::Errors | Key::Recur | Key::Rnext | Key::ColdSegs => "hash",
-            Key::Due | Key::Flight | Key::Dead | Key::ColdWindows => "zset",
+            Key::Due | Key::Flight | Key::Dead | Key::ColdWindows | Key::Sent => "zset",
             Key::Ready => "list",
             Key::Rlow => "set",
         }
@@ -216,7 +223,7 @@ pub(crate) mod script_keys {
 
     /// Every key: the leader's tick and the repair pass touch them all.
     pub(crate) const ALL: &[Key] = &Key::ALL;
-    pub(crate) const SCHEDULE: &[Key] = &[Meta, Jobs, Due, Ready];
+    pub(crate) const SCHEDULE: &[Key] = &[Meta, Jobs, Due, Ready, Sent];
     pub(crate) const CANCEL: &[Key] = &[Meta, Jobs, Due, Flight, Dead, Errors, ColdSegs];
     pub(crate) const RESCHEDULE: &[Key] = &[Meta, Jobs, Due, Ready, Flight, ColdSegs];
     pub(crate) const CLAIM: &[Key] = &[Meta, Jobs, Due, Ready, Flight, Dead, Errors];

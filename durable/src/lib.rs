@@ -91,6 +91,7 @@
 //! | `ci:<hhhh>` | hash | the cold tier's index (feature `cold`): cold job id → its segment's number; `hhhh` the first four hex digits of SHA-1(id) |
 //! | `cseg` | hash | cold segment number → `window\|left\|bytes` |
 //! | `cwin` | sorted set | cold segment numbers, scored by their window's start |
+//! | `sent` | sorted set | `<token>:<id>` of jobs due within the resend window that a schedule call which may be sent again added, scored by when (`ConnectOptions::retry_schedules_for`); older members are removed by later calls |
 //! | `wake` | channel | earlier wakes and shortened leases, for the leader and candidates |
 //!
 //! # The scripts

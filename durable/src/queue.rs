@@ -477,26 +477,20 @@ impl Queue {
     where
         P: AsRef<[u8]>,
     {
-        let attempts = self.inner.max_attempts.to_string().into_bytes();
-        let mut calls: Vec<Vec<Vec<u8>>> = Vec::new();
-        for (id, payload, when) in jobs {
-            let payload = payload.as_ref();
-            check_job(id, payload)?;
-            let job = [
-                id.as_bytes().to_vec(),
-                when.arg().into_bytes(),
-                attempts.clone(),
-                payload.to_vec(),
-            ];
-            match calls.last_mut() {
-                Some(args) if args.len() < 1 + 4 * SCHEDULE_CHUNK => args.extend(job),
-                _ => calls.push([vec![Vec::new()], job.to_vec()].concat()),
-            }
+        let jobs: Vec<(&str, P, When)> = jobs.into_iter().collect();
+        for (id, payload, _) in &jobs {
+            check_job(id, payload.as_ref())?;
         }
-        // Each call starts with its number of jobs.
-        for args in &mut calls {
-            args[0] = ((args.len() - 1) / 4).to_string().into_bytes();
-        }
+        let jobs: Vec<(&str, &[u8], When)> = jobs
+            .iter()
+            .map(|(id, payload, when)| (*id, payload.as_ref(), *when))
+            .collect();
+        // One resend token for the batch's calls (merge::resend_token).
+        let token = super::merge::resend_token(self);
+        let calls: Vec<Vec<Vec<u8>>> = jobs
+            .chunks(SCHEDULE_CHUNK)
+            .map(|chunk| super::merge::schedule_args(self, chunk, token.as_ref()))
+            .collect();
         let mut added = Vec::new();
         let started = Instant::now();
         for group in calls.chunks(PIPELINE_CALLS) {

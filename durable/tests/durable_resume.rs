@@ -240,3 +240,158 @@ async fn replaced_at_the_lease_end(name: &str, options: LeaderOptions, lease_ms:
         "not replaced within busy_lease ({lease_ms} ms) of the dead leader's renewal"
     );
 }
+
+/// A loopback TCP proxy to Redis that can lose one answer: armed, it passes the next
+/// command on, swallows Redis's answer and cuts the connection, then refuses every
+/// connection until released, as a master killed after running a call and before its
+/// answer left.
+struct LosingProxy {
+    port: u16,
+    /// 0: passes; 1: armed; 2: lost an answer, refusing.
+    mode: Arc<std::sync::atomic::AtomicU8>,
+}
+
+impl LosingProxy {
+    async fn start(upstream: u16) -> LosingProxy {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let mode = Arc::new(std::sync::atomic::AtomicU8::new(0));
+        let accepting = mode.clone();
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                if accepting.load(Ordering::SeqCst) == 2 {
+                    continue; // dropped at once: Redis away
+                }
+                let Ok(server) = tokio::net::TcpStream::connect(("127.0.0.1", upstream)).await
+                else {
+                    continue;
+                };
+                let (mut client_r, mut client_w) = client.into_split();
+                let (mut server_r, mut server_w) = server.into_split();
+                tokio::spawn(async move {
+                    let mut buf = vec![0; 64 * 1024];
+                    while let Ok(n @ 1..) = client_r.read(&mut buf).await {
+                        if server_w.write_all(&buf[..n]).await.is_err() {
+                            break;
+                        }
+                    }
+                });
+                let mode = accepting.clone();
+                tokio::spawn(async move {
+                    let mut buf = vec![0; 64 * 1024];
+                    while let Ok(n @ 1..) = server_r.read(&mut buf).await {
+                        if mode.load(Ordering::SeqCst) != 0 {
+                            // The answer is lost; dropping both halves cuts the client.
+                            mode.store(2, Ordering::SeqCst);
+                            return;
+                        }
+                        if client_w.write_all(&buf[..n]).await.is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+        });
+        LosingProxy { port, mode }
+    }
+
+    fn arm(&self) {
+        self.mode.store(1, Ordering::SeqCst);
+    }
+
+    async fn wait_lost(&self, what: &str) {
+        let limit = Instant::now() + Duration::from_secs(10);
+        while self.mode.load(Ordering::SeqCst) != 2 {
+            assert!(
+                Instant::now() < limit,
+                "the proxy lost no answer within 10 s: {what}"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    fn release(&self) {
+        self.mode.store(0, Ordering::SeqCst);
+    }
+}
+
+/// A schedule whose answer is lost (Redis ran it: the master died before answering) is
+/// sent again by `retry_schedules_for`; meanwhile its job, due at once, has been claimed
+/// and acked, so its id is free again. The resend adds nothing and answers `false`: one
+/// schedule call by the user, one run of the job. Alone (merged path) and in a batch.
+/// Without the resend token (schedule.lua's `sent`), the resend scheduled it again and
+/// the job ran twice (issue 35's cluster failover: three jobs, 2.6 s after the kill).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schedule_resent_after_its_job_ran_adds_nothing() {
+    let server = RedisServer::start();
+    let proxy = LosingProxy::start(server.port()).await;
+    let through = server.url().replace(
+        &format!(":{}/", server.port()),
+        &format!(":{}/", proxy.port),
+    );
+    let name = queue_name("resent");
+    let direct = Queue::connect(&server.url(), &name).await.unwrap();
+    direct.set_manual_clock(Some(at(T0))).await.unwrap();
+    let queue = tickless_durable::ConnectOptions::new(&through)
+        .retry_schedules_for(Duration::from_secs(30))
+        .connect(&name)
+        .await
+        .unwrap();
+    // The script is loaded and the connection made before the answer is lost.
+    assert!(queue.schedule("warm", b"", When::At(at(T0))).await.unwrap());
+    let worker = direct.worker(WorkerOptions::default());
+    let warm = worker.try_claim(1).await.unwrap();
+    worker.ack(&warm[0]).await.unwrap();
+
+    for batch in [false, true] {
+        let id = if batch { "in-a-batch" } else { "alone" };
+        proxy.arm();
+        let call = {
+            let queue = queue.clone();
+            tokio::spawn(async move {
+                if batch {
+                    let jobs = [(id, b"p".as_slice(), When::At(at(T0)))];
+                    queue.schedule_batch(jobs).await.map(|added| added[0])
+                } else {
+                    queue.schedule(id, b"p", When::At(at(T0))).await
+                }
+            })
+        };
+        proxy.wait_lost(id).await;
+        // Redis ran the lost call: the job is there, due; it runs and completes.
+        let claimed = worker.try_claim(10).await.unwrap();
+        let ids: Vec<&str> = claimed.iter().map(|job| job.id()).collect();
+        assert_eq!(ids, [id], "the lost call's job, claimed");
+        assert!(worker.ack(&claimed[0]).await.unwrap());
+        assert!(
+            direct.job(id).await.unwrap().is_none(),
+            "{id} acked, its id free"
+        );
+        proxy.release();
+        let answer = tokio::time::timeout(Duration::from_secs(20), call)
+            .await
+            .unwrap_or_else(|_| panic!("{id}: the resent schedule did not end within 20 s"))
+            .unwrap();
+        assert!(
+            !answer.unwrap(),
+            "{id}: the resend answered that it added the job"
+        );
+        assert!(
+            direct.job(id).await.unwrap().is_none(),
+            "{id}: scheduled again by the resend"
+        );
+        assert!(
+            worker.try_claim(10).await.unwrap().is_empty(),
+            "{id}: a second run"
+        );
+        // The id is free for the user's own next schedule.
+        assert!(queue
+            .schedule(id, b"again", When::At(at(T0)))
+            .await
+            .unwrap());
+        let again = worker.try_claim(10).await.unwrap();
+        assert_eq!(again[0].payload(), b"again");
+        worker.ack(&again[0]).await.unwrap();
+    }
+}
