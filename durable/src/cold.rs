@@ -136,7 +136,8 @@ impl ColdTier {
     }
 
     /// A tier in the local directory `dir` (made if missing), each object written with
-    /// `fsync` (the file, then its directory) before Redis is told of it.
+    /// `fsync` (the file, then its directory) before Redis is told of it; a folder left
+    /// empty by a delete (a window's, once loaded) is removed with it.
     ///
     /// # Errors
     ///
@@ -147,7 +148,9 @@ impl ColdTier {
         std::fs::create_dir_all(dir).map_err(|err| Error::store("create", &shown, err))?;
         let store = object_store::local::LocalFileSystem::new_with_prefix(dir)
             .map_err(|err| Error::store("open", &shown, err))?
-            .with_fsync(true);
+            .with_fsync(true)
+            // A window's folder goes with its last segment (up to `dir`, which stays).
+            .with_automatic_cleanup(true);
         Ok(ColdTier::new(Arc::new(store)))
     }
 

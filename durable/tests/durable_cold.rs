@@ -144,6 +144,9 @@ async fn far_jobs_go_cold_keep_every_promise_and_come_back_once_on_time() {
         "segments left: {:?}",
         files(&dir.0)
     );
+    // Each window's folder (and the queue's, the deployment's) goes with its last segment.
+    let folders: Vec<_> = std::fs::read_dir(&dir.0).unwrap().collect();
+    assert!(folders.is_empty(), "folders left in the store: {folders:?}");
     assert_eq!(
         queue.job("far:2000").await.unwrap().unwrap().state,
         JobState::Scheduled
