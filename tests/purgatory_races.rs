@@ -9,7 +9,7 @@
 use tickless_test_support as support;
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Barrier, Mutex};
 use std::thread;
 use std::time::Duration;
@@ -571,4 +571,96 @@ fn purgatory_counters_never_exceed_what_was_made_while_operations_race() {
         assert!(watches.iter().all(|watch| watch.is_done()));
         assert_eq!((purgatory.watched(), purgatory.delayed()), (0, 0));
     });
+}
+
+/// Issue 35: 20,000 `Watch`es on `[1, 2, 1]` (a key named twice), each polled once and
+/// dropped, while another thread checks keys 1 and 2 without pause. Half the conditions
+/// spin a while, one in ten holds at once. A check that finds a condition running asks its
+/// runner to run it again: the watching thread (the runner during `watch`'s second try)
+/// must not be kept doing that for every check that lands meanwhile, which with a checker
+/// this fast never ends.
+#[test]
+fn a_watcher_is_not_kept_rerunning_its_condition_for_a_checker_that_never_pauses() {
+    const WATCHES: u64 = 20_000;
+    const STALL: Duration = Duration::from_secs(30);
+    const STEPS: [&str; 3] = ["watch", "poll", "drop"];
+    let purgatory: Purgatory<u64, u64> = Purgatory::with_timer(manual());
+    let stop = Arc::new(AtomicBool::new(false));
+    let checks = Arc::new(AtomicU64::new(0));
+    let checker = {
+        let (purgatory, stop, checks) = (purgatory.clone(), stop.clone(), checks.clone());
+        thread::spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                purgatory.check(&1);
+                purgatory.check(&2);
+                checks.fetch_add(1, Ordering::Relaxed);
+            }
+        })
+    };
+    // 3 × the watch's index + its step; and its condition's runs on the watching thread.
+    let progress = Arc::new(AtomicU64::new(0));
+    let runs_here = Arc::new(AtomicU64::new(0));
+    let (finished, done) = channel::<()>();
+    let watcher = {
+        let (purgatory, progress, runs_here) =
+            (purgatory.clone(), progress.clone(), runs_here.clone());
+        thread::spawn(move || {
+            let _finished = finished; // dropped on return or panic: the watchdog stops
+            let watcher = thread::current().id();
+            let mut rng = Rng(35);
+            for i in 0..WATCHES {
+                let (spins, holds) = (rng.below(2) == 0, rng.below(10) == 0);
+                runs_here.store(0, Ordering::SeqCst);
+                progress.store(3 * i, Ordering::SeqCst);
+                let runs = runs_here.clone();
+                let mut watch = purgatory.watch([1, 2, 1], Duration::from_secs(3600), move || {
+                    if thread::current().id() == watcher {
+                        runs.fetch_add(1, Ordering::SeqCst);
+                    }
+                    for n in 0..if spins { 200 } else { 0 } {
+                        std::hint::black_box(n);
+                    }
+                    holds.then_some(i)
+                });
+                // Its first and second tries, and one run again for checks meanwhile.
+                let ran = runs_here.load(Ordering::SeqCst);
+                assert!(
+                    ran <= 3,
+                    "watch {i}: its condition ran {ran} times on the watching thread \
+                     inside `watch`: kept running it for the checker"
+                );
+                progress.store(3 * i + 1, Ordering::SeqCst);
+                let _ = poll_once(&mut watch);
+                if i % 4 == 0 {
+                    thread::yield_now();
+                }
+                progress.store(3 * i + 2, Ordering::SeqCst);
+                drop(watch);
+            }
+        })
+    };
+    // The watchdog: the watches must move on at least once every `STALL`.
+    let (mut seen, mut since) = (u64::MAX, std::time::Instant::now());
+    while let Err(RecvTimeoutError::Timeout) = done.recv_timeout(Duration::from_millis(10)) {
+        let now = progress.load(Ordering::SeqCst);
+        if now != seen {
+            (seen, since) = (now, std::time::Instant::now());
+        } else if since.elapsed() >= STALL {
+            stop.store(true, Ordering::SeqCst);
+            panic!(
+                "no progress in {STALL:?}: watch {} of {WATCHES} stuck in its `{}`, its \
+                 condition run {} times on the watching thread, the checker at {} rounds",
+                now / 3,
+                STEPS[(now % 3) as usize],
+                runs_here.load(Ordering::SeqCst),
+                checks.load(Ordering::Relaxed),
+            );
+        }
+    }
+    stop.store(true, Ordering::SeqCst);
+    checker.join().unwrap();
+    if let Err(panic) = watcher.join() {
+        std::panic::resume_unwind(panic);
+    }
+    assert_eq!((purgatory.watched(), purgatory.delayed()), (0, 0));
 }

@@ -1,9 +1,10 @@
 //! Every interleaving of an operation's end, under loom: a check racing its expiry racing
 //! a drop (cancel), and a check racing a check. Exactly one of them ends it, with the
 //! outcome that one chose; its condition never runs on two threads at once; a check that
-//! finds it running is not lost. Then the key index (`index`), on the real `Purgatory`: a
-//! watch racing a check, a `cancel_for_key` and a drop, and two forces racing a check that
-//! runs the condition.
+//! finds it running (or running again) is not lost. Then the key index (`index`), on the
+//! real `Purgatory`: a watch racing a check, a `cancel_for_key` and a drop, two forces
+//! racing a check that runs the condition, and a drop racing two checks of a key watched
+//! twice.
 //!
 //! Run with `RUSTFLAGS="--cfg tickless_loom" cargo test --release --lib loom`.
 
@@ -134,6 +135,35 @@ fn loom_a_check_finding_the_condition_running_is_not_lost() {
             "ran on two threads at once"
         );
         assert!(op.is_done());
+    });
+}
+
+#[test]
+fn loom_a_check_finding_the_condition_running_again_is_not_lost() {
+    // Two checks, one of which may make the other's thread run the condition again; then
+    // the event, and a third check, which may find that run under way: it waits for it to
+    // end, and claims it once more. Whichever way, it completes, once.
+    let mut model = loom::model::Builder::new();
+    model.preemption_bound = Some(4);
+    model.check(|| {
+        let (op, ready, finished, overlaps) = op(false);
+        let checks: Vec<_> = (0..2)
+            .map(|_| {
+                let op = op.clone();
+                loom::thread::spawn(move || op.try_complete())
+            })
+            .collect();
+        ready.store(true, Ordering::SeqCst);
+        let last = op.try_complete();
+        let ended: Vec<Ended> = checks
+            .into_iter()
+            .map(|check| check.join().unwrap())
+            .chain([last])
+            .flatten()
+            .collect();
+        assert_eq!(ended, [Ended::Completed], "lost, or ended twice");
+        assert_eq!(finished.load(Ordering::SeqCst), 1);
+        assert_eq!(overlaps.load(Ordering::SeqCst), 0);
     });
 }
 
@@ -472,6 +502,57 @@ mod index {
             let outcome = Pin::new(&mut watch).poll(&mut Context::from_waker(Waker::noop()));
             assert_eq!(outcome, Poll::Ready(Outcome::Completed(winners[0])));
             drop(watch);
+            assert_left_everything(&purgatory, &timer);
+        });
+    }
+
+    #[test]
+    fn loom_a_drop_racing_checks_of_a_key_watched_twice_ends_it_once_and_frees_it() {
+        // Issue 35: an operation watched twice under one key, two checks of that key (the
+        // second may find the watcher running the condition again for the first), and
+        // the watch dropped at once. It ends cancelled, once, leaves the key and the timer,
+        // and is freed; its condition never runs on two threads at once; and the watching
+        // thread runs it at most three times (its two tries, and once again for checks
+        // meanwhile), not once more per check that lands while it runs.
+        let mut model = loom::model::Builder::new();
+        model.preemption_bound = Some(5);
+        model.check(|| {
+            let timer = manual_timer();
+            let purgatory: Purgatory<u8, u8> = Purgatory::with_timer(timer.clone());
+            let checker = {
+                let purgatory = purgatory.clone();
+                loom::thread::spawn(move || purgatory.check(&1) + purgatory.check(&1))
+            };
+            let watcher = crate::sync::thread_id();
+            let running = Arc::new(AtomicBool::new(false));
+            let overlaps = std::sync::Arc::new(AtomicUsize::new(0));
+            let watcher_runs = std::sync::Arc::new(AtomicUsize::new(0));
+            let condition = {
+                let (overlaps, watcher_runs) = (overlaps.clone(), watcher_runs.clone());
+                move || {
+                    if running.swap(true, Ordering::SeqCst) {
+                        overlaps.fetch_add(1, Ordering::SeqCst);
+                    }
+                    if crate::sync::thread_id() == watcher {
+                        watcher_runs.fetch_add(1, Ordering::SeqCst);
+                    }
+                    running.store(false, Ordering::SeqCst);
+                    None
+                }
+            };
+            let watch = purgatory.watch([1, 1], TIMEOUT, condition);
+            let ran_in_watch = watcher_runs.load(Ordering::SeqCst);
+            drop(watch);
+            assert_eq!(checker.join().unwrap(), 0, "it never holds");
+            assert!(
+                ran_in_watch <= 3,
+                "the watching thread ran the condition {ran_in_watch} times in `watch`"
+            );
+            assert_eq!(
+                overlaps.load(Ordering::SeqCst),
+                0,
+                "ran on two threads at once"
+            );
             assert_left_everything(&purgatory, &timer);
         });
     }

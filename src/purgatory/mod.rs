@@ -24,7 +24,10 @@
 //!
 //! Each operation has one atomic state (see `op.rs`) that decides how it ends, and makes sure
 //! its condition never runs on two threads at once: a check that finds it running asks
-//! the runner to run it again instead of waiting, so no completion is lost. No lock of the
+//! the runner to run it again (and does not wait for it), so no completion is lost. The runner
+//! does so once: a check that finds it running again waits for that run to end and runs
+//! the condition itself, so no thread is kept running it for others' checks without end
+//! (a watch never returned while another thread checked its keys in a loop). No lock of the
 //! purgatory is held while user code runs (conditions, `on_complete`, wakers, and drops of
 //! operations and their values); keys' `Hash` and `Eq` run under the lock of the key's
 //! shard, as in any map.
@@ -39,8 +42,9 @@
 //! compare-and-swap each, no user code), then runs their conditions with the lock
 //! released. Since only a claimed operation's runner can end it, and only whoever ends an
 //! operation unlinks it, a claimed operation stays alive in the index until it has run:
-//! a check takes no reference count per operation, and a run costs two atomic operations
-//! (the claim and the release). For that to hold, the thread that watches an operation
+//! a check takes no reference count per operation it claims (only one it must wait for
+//! is held by a reference), and a run costs two atomic operations (the claim and the
+//! release). For that to hold, the thread that watches an operation
 //! is its runner from before it links the first key until its second try, so nothing
 //! ends (and unlinks) an operation while it is still being linked. That is the cost that
 //! grows with the rate squared, since a check runs every condition watching its key; it
@@ -50,10 +54,11 @@
 //! `Purgatory` on a manual timer): a watch racing a check (and a `cancel_for_key`), then
 //! dropped while the check may still be in it, ends the operation once and frees it after
 //! the check is done with it (the operations' `Arc`s are loom's there), a check racing a
-//! watch is not lost,
+//! watch is not lost, a drop racing two checks of a key the operation watches twice ends
+//! it once with the watching thread running the condition at most three times,
 //! and two forces landing while a check runs the condition complete it once, with one
-//! of their values (under loom a force waits for the runner by blocking, not spinning:
-//! see `sync::Spin`). Larger configurations are checked by races on threads
+//! of their values (under loom a force, or a check, waits for the runner by blocking, not
+//! spinning: see `sync::Spin`). Larger configurations are checked by races on threads
 //! (`tests/purgatory_races.rs`, `tests/purgatory.rs`).
 //!
 //! An operation is its own timer callback (the timer wakes it when its deadline comes),
@@ -77,7 +82,7 @@ use crate::callback::Expiry;
 use crate::error::Error;
 use crate::sync::{arc_from_ptr, lock, waker, Arc, Mutex};
 use crate::Timer;
-use op::{Condition, Ended, Ending, Forced, Op};
+use op::{Claim, Condition, Ended, Ending, Forced, Op};
 use slab::Slab;
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
@@ -518,7 +523,10 @@ where
 
     /// Runs the condition of every operation watching `key`, on this thread (Kafka's
     /// `checkAndComplete`), and returns how many completed. A condition already running
-    /// elsewhere runs once more there.
+    /// elsewhere runs once more there; if it is running there once more already, this
+    /// waits for that run to end and runs it here (so that no thread is kept running a
+    /// condition for other threads' checks without end). So do not call this from inside
+    /// a condition whose operation watches `key`: it would wait for itself.
     #[allow(unsafe_code)]
     pub fn check(&self, key: &K) -> usize {
         // Claimed under the shard's lock (a claim is one compare-and-swap, no user code),
@@ -526,16 +534,23 @@ where
         // (expiry, cancel and force only flag it), and only whoever ends an operation
         // unlinks it, so it stays linked under `key`, kept alive by the index, until this
         // thread has run it: no reference count per operation, the cost a check pays for
-        // every operation watching its key.
+        // every operation watching its key. One its runner is running again is not ours
+        // yet, and may end and leave the index meanwhile: a reference keeps it.
+        let mut busy: Vec<Arc<Entry<K, T>>> = Vec::new();
         let claimed: Vec<*const Entry<K, T>> = {
             let shard = lock(&self.inner.shards[self.inner.shard_of(key)]);
             shard.get(key).map_or_else(Vec::new, |slab| {
                 let mut claimed = Vec::with_capacity(slab.len());
-                claimed.extend(
-                    slab.iter()
-                        .filter(|(_, entry)| entry.op.claim())
-                        .map(|(_, entry)| Arc::as_ptr(entry)),
-                );
+                for (_, entry) in slab {
+                    match entry.op.claim() {
+                        Claim::Runner => claimed.push(Arc::as_ptr(entry)),
+                        // Once, if it watches `key` twice.
+                        Claim::Wait if !busy.iter().any(|b| Arc::ptr_eq(b, entry)) => {
+                            busy.push(entry.clone());
+                        }
+                        Claim::Wait | Claim::No => {}
+                    }
+                }
                 claimed
             })
         };
@@ -543,10 +558,10 @@ where
         // Every claimed operation is run even if something panics on the way (a value's
         // `Drop`, a key's `Hash` while unlinking): one left claimed would never run again.
         let mut panicked = None;
-        for entry in claimed {
+        let mut run_claimed = |entry: *const Entry<K, T>| {
             let run = catch_unwind(AssertUnwindSafe(|| {
-                // SAFETY: claimed above and not yet run, so alive (the index holds it), and
-                // this thread is its runner.
+                // SAFETY: claimed and not yet run, so alive (the index holds it, or `busy`
+                // does), and this thread is its runner.
                 let ended = unsafe { (*entry).op.run() }?;
                 // SAFETY: this thread ended it, so it is still linked (only its ender
                 // unlinks it) and alive: a reference of our own, for the unlinking, which
@@ -557,7 +572,18 @@ where
             }));
             match run {
                 Ok(ended) => completed += usize::from(ended == Some(Ended::Completed)),
-                Err(payload) => panicked = panicked.or(Some(payload)),
+                Err(payload) => {
+                    panicked.get_or_insert(payload);
+                }
+            }
+        };
+        claimed.into_iter().for_each(&mut run_claimed);
+        // Their runners will not run them again for this check: once that run ends, every
+        // run starts after this check, so one more claim is all it owes.
+        for entry in &busy {
+            entry.op.await_again();
+            if entry.op.claim() == Claim::Runner {
+                run_claimed(Arc::as_ptr(entry));
             }
         }
         if let Some(payload) = panicked {
@@ -629,7 +655,11 @@ where
         // expiry are in place. That is what lets a check run what it claimed without a
         // reference of its own: only the runner ends an operation, only its ender unlinks.
         let claimed = entry.op.claim();
-        debug_assert!(claimed, "nobody else knows of the operation yet");
+        debug_assert_eq!(
+            claimed,
+            Claim::Runner,
+            "nobody else knows of the operation yet"
+        );
         // The expiry first, so that a timer at its limit refuses with nothing linked
         // (the operation, claimed and never linked, is dropped with the error). A
         // deadline that has passed only flags the operation: this thread runs it.

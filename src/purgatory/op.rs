@@ -11,8 +11,9 @@
 //! | --- | --- | --- |
 //! | waiting | a check | running (this thread runs the condition, with no lock held) |
 //! | running | a check | running + recheck (the runner runs the condition again) |
+//! | running again | a check | nothing: the check waits for this run to end, then claims it once more |
 //! | running | the condition holds | ended: cancelled if flagged so; else completed |
-//! | running | the condition does not hold | ended: cancelled / forced / expired if flagged (in that order); else again if recheck; else waiting |
+//! | running | the condition does not hold | ended: cancelled / forced / expired if flagged (in that order); else running again if recheck (from its first run only); else waiting |
 //! | waiting | expiry, cancel | ended: expired, cancelled (the cancel reports `true`) |
 //! | running | expiry | running + expire (the runner ends it expired, unless the condition holds) |
 //! | running | cancel, with no cancel or force flagged | running + cancel: the cancel reports `true` now, and the runner ends it cancelled, whatever the condition says |
@@ -38,6 +39,14 @@
 //! condition's own value wins), so a force must not be made from inside the operation's
 //! own condition.
 //!
+//! A runner runs the condition again once, not for as long as checks keep coming: checks
+//! landing in every run would keep it running the condition for others without end (a
+//! watch never returned while another thread checked its keys in a loop, issue 35). A
+//! check that finds it running again waits for that run to end and claims it itself:
+//! every run from then on starts after the check, so one more claim is enough. So a check
+//! may wait for one run of a condition on another thread, and a condition must not check
+//! its own operation's keys (it would wait for itself).
+//!
 //! The state is also the condition's lock: the thread that moved it to running, or from
 //! waiting to ended, owns the condition until it moves the state on, and no other thread
 //! touches it. So a run of a condition costs two compare-and-swaps and no lock: a check
@@ -61,6 +70,9 @@ const EXPIRE: u32 = 8;
 const CANCEL: u32 = 16;
 /// A value was forced while the condition ran; it waits in `forced`.
 const FORCE: u32 = 32;
+/// The runner is running the condition again, for checks that came during its first run:
+/// checks that come now wait for this run to end, instead of asking for another.
+const AGAIN: u32 = 64;
 
 /// How a watched operation ended.
 ///
@@ -131,6 +143,18 @@ pub(super) trait Condition<T>: Send {
     fn finish(self: Box<Self>, outcome: Outcome<T>) -> Option<Outcome<T>>;
 }
 
+/// What [`Op::claim`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Claim {
+    /// This thread is now the condition's runner: it must call [`Op::run`] next.
+    Runner,
+    /// Nothing for this thread to do: it has ended, or its runner will run it again.
+    No,
+    /// Its runner is running it again already: wait for that run to end
+    /// ([`Op::await_again`]), then claim it once more.
+    Wait,
+}
+
 /// What [`Op::force`] did.
 #[derive(Debug)]
 pub(super) enum Forced<T> {
@@ -178,7 +202,8 @@ pub(super) struct Op<T> {
     cond: UnsafeCell<Option<Box<dyn Condition<T>>>>,
     /// A value forced while the condition ran.
     forced: Mutex<Option<T>>,
-    /// Where forces wait for the runner to end it (told by the runner once it has).
+    /// Where forces wait for the runner to end it, and checks for its run again to end
+    /// (told by the runner once it has).
     ended: Spin,
     /// The outcome once ended (unless the condition consumed it), and the future's waker.
     slot: Mutex<Slot<T>>,
@@ -222,7 +247,12 @@ impl<T: Send> Op<T> {
     /// call ended the operation. Panics of the condition count as "does not hold".
     #[allow(unsafe_code)]
     pub(super) fn try_complete(&self) -> Option<Ended> {
-        if self.claim() {
+        let mut claim = self.claim();
+        if claim == Claim::Wait {
+            self.await_again();
+            claim = self.claim();
+        }
+        if claim == Claim::Runner {
             // SAFETY: the claim made this thread the runner.
             unsafe { self.run() }
         } else {
@@ -230,37 +260,50 @@ impl<T: Send> Op<T> {
         }
     }
 
-    /// A check's first half: `true` if this thread is now the condition's runner (it
-    /// must call [`run`](Self::run) next); otherwise the thread running it now was asked
-    /// to run it again, or it has ended. One compare-and-swap, no user code: a check makes
-    /// its claims under the lock of its key's shard.
-    pub(super) fn claim(&self) -> bool {
+    /// A check's first half: [`Claim::Runner`] if this thread is now the condition's
+    /// runner; [`Claim::No`] if the thread running it now was asked to run it again, or it
+    /// has ended; [`Claim::Wait`] if that thread is running it again already. One
+    /// compare-and-swap, no user code: a check makes its claims under the lock of its
+    /// key's shard.
+    pub(super) fn claim(&self) -> Claim {
         let mut state = self.state.load(Ordering::Acquire);
         loop {
-            let next = match state & PHASE {
-                DONE => return false,
-                RUNNING => state | RECHECK,
-                _ => RUNNING,
+            let (next, claim) = match state & PHASE {
+                DONE => return Claim::No,
+                // A write all the same (of the state it read), so that the runner's next
+                // change, which ends that run, is ordered after it (and so after the
+                // event this check announces), and so is every run that starts after.
+                RUNNING if state & AGAIN != 0 => (state, Claim::Wait),
+                RUNNING => (state | RECHECK, Claim::No),
+                _ => (RUNNING, Claim::Runner),
             };
             match self
                 .state
                 .compare_exchange_weak(state, next, Ordering::AcqRel, Ordering::Acquire)
             {
-                Ok(_) => return next == RUNNING,
+                Ok(_) => return claim,
                 Err(now) => state = now,
             }
         }
     }
 
-    /// With the state running: runs the condition until it holds, or until no check,
-    /// expiry, cancel or force arrived while it ran. `Some` if this call ended the
-    /// operation; once it returns, the operation is no longer this thread's to touch
-    /// (unless it ended it: then it unlinks it).
+    /// After [`Claim::Wait`]: returns once that run again has ended. Every run from then
+    /// on starts after the check that waited, so one more claim is all that check owes:
+    /// if it finds the condition running (again, even), that run will see its event.
+    pub(super) fn await_again(&self) {
+        self.ended
+            .until(|| self.state.load(Ordering::Acquire) & AGAIN == 0);
+    }
+
+    /// With the state running: runs the condition, and once more if a check arrived while
+    /// it ran, then ends the operation if it held or an expiry, cancel or force arrived.
+    /// `Some` if this call ended the operation; once it returns, the operation is no
+    /// longer this thread's to touch (unless it ended it: then it unlinks it).
     ///
     /// # Safety
     ///
-    /// Only by the runner: once per [`claim`](Self::claim) that returned `true`, on that
-    /// thread.
+    /// Only by the runner: once per [`claim`](Self::claim) that returned
+    /// [`Claim::Runner`], on that thread.
     #[allow(unsafe_code)]
     pub(super) unsafe fn run(&self) -> Option<Ended> {
         loop {
@@ -272,8 +315,9 @@ impl<T: Send> Op<T> {
                 // flags set by racing threads are ordered before or after it, never lost
                 // over it (a plain store is not ordered against their compare-and-swaps).
                 let flags = self.state.swap(DONE, Ordering::AcqRel);
-                if flags & FORCE != 0 {
-                    // Forces wait for the end only once one is flagged.
+                if flags & (FORCE | AGAIN) != 0 {
+                    // Forces wait for the end only once one is flagged; checks, for a run
+                    // again.
                     self.ended.notify();
                 }
                 // SAFETY: this thread moved the state from running to ended.
@@ -298,10 +342,12 @@ impl<T: Send> Op<T> {
                     parked = lock(&self.forced).take();
                 }
                 // A flag that ends it wins over a recheck: running again would clear it.
+                // A recheck is set only in the first run: checks that come during the run
+                // again wait for it, so this thread is not kept running it for others.
                 let next = if state & (FORCE | EXPIRE | CANCEL) != 0 {
                     DONE
                 } else if state & RECHECK != 0 {
-                    RUNNING
+                    RUNNING | AGAIN
                 } else {
                     WAITING
                 };
@@ -315,14 +361,15 @@ impl<T: Send> Op<T> {
                     Err(now) => state = now,
                 }
             };
-            match next {
+            if state & (FORCE | AGAIN) != 0 && next & AGAIN == 0 {
+                // Forces wait for the end only once one is flagged; checks, for a run
+                // again.
+                self.ended.notify();
+            }
+            match next & PHASE {
                 WAITING => return None,
                 RUNNING => continue,
                 _ => {
-                    if state & FORCE != 0 {
-                        // Forces wait for the end only once one is flagged.
-                        self.ended.notify();
-                    }
                     // SAFETY: this thread moved the state from running to ended.
                     let cond = unsafe { self.take_cond() };
                     let (outcome, ended) = if state & CANCEL != 0 {
