@@ -204,6 +204,30 @@ impl Sleep {
         let tick = clock.nanos_tick(i128::from(self.deadline));
         self.registration.reset(tick);
     }
+
+    /// A `Sleep` with the deadline of tokio's `sleep`, on the
+    /// [current timer](crate::Timer::current): for an API that now takes tickless's
+    /// `Sleep` (a different type from tokio's) and a caller that holds tokio's.
+    ///
+    /// It is [`sleep_until(sleep.deadline())`](crate::sleep_until): the deadline is carried
+    /// over exactly, the registration is not. tokio's sleep is left as it was; dropping it
+    /// cancels it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let theirs = tokio::time::sleep(Duration::from_secs(5));
+    /// let ours = tickless::Sleep::from_tokio(&theirs);
+    /// assert_eq!(ours.deadline(), theirs.deadline());
+    /// # }
+    /// ```
+    pub fn from_tokio(sleep: &tokio::time::Sleep) -> Sleep {
+        crate::sleep_until(sleep.deadline())
+    }
 }
 
 impl Future for Sleep {
