@@ -39,6 +39,12 @@
 //! `use tokio::time;` becomes `use tickless as time;`). `DelayQueue` and its
 //! `delay_queue::{Key, Expired}` mirror `tokio_util::time`.
 //!
+//! The types are tickless's own, not tokio's, so what names tokio's types does not switch
+//! with the `use` line: an error type's `From<tokio::time::error::Elapsed>`, or a library
+//! API taking tokio's `Interval` or `Sleep`. Across that line: [`error::Elapsed`] converts
+//! from tokio's (and into `std::io::Error`, as tokio's does), [`MissedTickBehavior`] both
+//! ways, and [`Interval::from_tokio`] and [`Sleep::from_tokio`] build ours from tokio's.
+//!
 //! # Which timer
 //!
 //! The free functions use [`Timer::current`]: an [entered](Timer::enter) timer, else the

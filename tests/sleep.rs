@@ -1,6 +1,8 @@
-//! `Sleep`: deadlines, lazy registration, cancel on drop, reset, moving between tasks.
+//! `Sleep`: deadlines, lazy registration, cancel on drop, reset and `set_deadline`, moving
+//! between tasks.
 //!
-//! Timing is checked on tokio's paused clock: exact, and instant in wall time.
+//! Timing is checked on tokio's paused clock (and once on a manual clock): exact, and
+//! instant in wall time.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -242,4 +244,74 @@ async fn a_sleep_first_polled_after_its_deadline_completes_on_the_next_driver_tu
     // `sleep_until` reads the clock: a past deadline completes on the first poll.
     let mut until = task::spawn(tickless::sleep_until(start + 10 * MS));
     assert_ready!(until.poll());
+}
+
+#[tokio::test(start_paused = true)]
+async fn set_deadline_moves_an_unpinned_sleep_earlier_and_wakes_its_task_there() {
+    let start = Instant::now();
+    let mut sleep = tickless::sleep(Duration::from_secs(60));
+    let mut waiter = task::spawn(());
+    assert_pending!(waiter.enter(|cx, _| Pin::new(&mut sleep).poll(cx)));
+    sleep.set_deadline(start + 20 * MS);
+    assert_eq!(sleep.deadline(), start + 20 * MS);
+    tokio::time::sleep(19 * MS).await;
+    assert!(!waiter.is_woken());
+    tokio::time::sleep(MS).await;
+    tokio::task::yield_now().await;
+    assert!(waiter.is_woken(), "woken at the new, earlier deadline");
+    assert_ready!(waiter.enter(|cx, _| Pin::new(&mut sleep).poll(cx)));
+    assert_eq!(registered(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn set_deadline_later_keeps_the_task_waiting_until_the_new_deadline() {
+    let start = Instant::now();
+    let mut sleep = tickless::sleep(20 * MS);
+    let mut waiter = task::spawn(());
+    assert_pending!(waiter.enter(|cx, _| Pin::new(&mut sleep).poll(cx)));
+    sleep.set_deadline(start + 100 * MS);
+    tokio::time::sleep(50 * MS).await;
+    assert!(!waiter.is_woken(), "not at the old deadline");
+    assert!(!sleep.is_elapsed());
+    (&mut sleep).await;
+    assert_eq!(Instant::now() - start, 100 * MS);
+}
+
+#[tokio::test(start_paused = true)]
+async fn set_deadline_after_it_fired_makes_it_pending_again() {
+    let mut sleep = tickless::sleep(5 * MS);
+    (&mut sleep).await;
+    assert!(sleep.is_elapsed());
+    let deadline = Instant::now() + 30 * MS;
+    sleep.set_deadline(deadline);
+    assert!(!sleep.is_elapsed());
+    sleep.await;
+    assert!(Instant::now() >= deadline);
+}
+
+#[tokio::test(start_paused = true)]
+async fn set_deadline_registers_a_sleep_never_polled_as_tokio_reset_does() {
+    let mut sleep = tickless::sleep(Duration::from_secs(60));
+    sleep.set_deadline(Instant::now() + 10 * MS);
+    assert_eq!(registered(), 1);
+    tokio::time::sleep(10 * MS).await;
+    tokio::task::yield_now().await;
+    assert!(sleep.is_elapsed(), "fired without a poll");
+}
+
+#[test]
+fn set_deadline_on_a_manual_clock_fires_at_the_new_deadline_not_the_old() {
+    let timer = Timer::builder().manual_clock().build().unwrap();
+    let start = timer.now();
+    let mut sleep = timer.sleep(10 * MS);
+    let mut waiter = task::spawn(());
+    assert_pending!(waiter.enter(|cx, _| Pin::new(&mut sleep).poll(cx)));
+    sleep.set_deadline(start + 30 * MS);
+    timer.advance(10 * MS);
+    assert!(!waiter.is_woken(), "not at the old deadline");
+    timer.advance(20 * MS - Duration::from_nanos(1));
+    assert!(!waiter.is_woken(), "not a nanosecond early");
+    timer.advance(Duration::from_nanos(1));
+    assert!(waiter.is_woken());
+    assert_ready!(waiter.enter(|cx, _| Pin::new(&mut sleep).poll(cx)));
 }

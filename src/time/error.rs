@@ -5,7 +5,9 @@ use std::io;
 
 /// The error returned by [`Timeout`](crate::Timeout) when its deadline came first.
 ///
-/// Converts into [`std::io::Error`] of kind [`TimedOut`](io::ErrorKind::TimedOut).
+/// Converts into [`std::io::Error`] of kind [`TimedOut`](io::ErrorKind::TimedOut), as
+/// tokio's does, and from tokio's `Elapsed`. It is a type of its own, not tokio's: an error
+/// type's `From<tokio::time::error::Elapsed>` becomes `From<tickless::error::Elapsed>`.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
@@ -39,6 +41,27 @@ impl std::error::Error for Elapsed {}
 impl From<Elapsed> for io::Error {
     fn from(elapsed: Elapsed) -> io::Error {
         io::Error::new(io::ErrorKind::TimedOut, elapsed)
+    }
+}
+
+/// tokio's `Elapsed`, for an error path that now carries tickless's: code that receives
+/// tokio's from a library still on `tokio::time` can `map_err(Elapsed::from)` into the
+/// type its own `From` impls name. (The other way is not possible: tokio's has no public
+/// constructor.)
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// use std::time::Duration;
+///
+/// let result = tokio::time::timeout(Duration::ZERO, std::future::pending::<()>()).await;
+/// let elapsed = result.map_err(tickless::error::Elapsed::from).unwrap_err();
+/// assert_eq!(elapsed.to_string(), "deadline has elapsed");
+/// # }
+/// ```
+impl From<tokio::time::error::Elapsed> for Elapsed {
+    fn from(_: tokio::time::error::Elapsed) -> Elapsed {
+        Elapsed::new()
     }
 }
 

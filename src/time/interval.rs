@@ -54,6 +54,28 @@ pub enum MissedTickBehavior {
     Skip,
 }
 
+/// tokio's behaviour of the same name.
+impl From<tokio::time::MissedTickBehavior> for MissedTickBehavior {
+    fn from(behavior: tokio::time::MissedTickBehavior) -> MissedTickBehavior {
+        match behavior {
+            tokio::time::MissedTickBehavior::Burst => Self::Burst,
+            tokio::time::MissedTickBehavior::Delay => Self::Delay,
+            tokio::time::MissedTickBehavior::Skip => Self::Skip,
+        }
+    }
+}
+
+/// tokio's behaviour of the same name.
+impl From<MissedTickBehavior> for tokio::time::MissedTickBehavior {
+    fn from(behavior: MissedTickBehavior) -> tokio::time::MissedTickBehavior {
+        match behavior {
+            MissedTickBehavior::Burst => Self::Burst,
+            MissedTickBehavior::Delay => Self::Delay,
+            MissedTickBehavior::Skip => Self::Skip,
+        }
+    }
+}
+
 impl MissedTickBehavior {
     /// The next tick after one `scheduled` for then and observed at `now` (nanoseconds on
     /// the timer's timeline; `period` in nanoseconds, positive). `i128` holds any sum of
@@ -130,6 +152,39 @@ impl Interval {
             period,
             missed_tick_behavior: MissedTickBehavior::default(),
         }
+    }
+
+    /// An `Interval` with the period and missed-tick behaviour of tokio's `interval`, on
+    /// the [current timer](crate::Timer::current), whose first tick completes at once: for
+    /// an API that now takes tickless's `Interval` (a different type from tokio's) and a
+    /// caller that holds tokio's.
+    ///
+    /// tokio does not say when its interval's next tick is due, so the schedule starts
+    /// anew, as [`interval`](crate::interval)'s does: what `tokio::time::interval(period)`
+    /// made before its first tick carries over exactly. For another start, follow with
+    /// [`reset_at`](Self::reset_at). tokio's interval is left as it was.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let mut theirs = tokio::time::interval(Duration::from_secs(1));
+    /// theirs.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    ///
+    /// let mut ours = tickless::Interval::from_tokio(&theirs);
+    /// assert_eq!(ours.period(), Duration::from_secs(1));
+    /// assert_eq!(ours.missed_tick_behavior(), tickless::MissedTickBehavior::Skip);
+    /// let first = ours.tick().await;
+    /// assert_eq!(ours.tick().await - first, Duration::from_secs(1));
+    /// # }
+    /// ```
+    pub fn from_tokio(interval: &tokio::time::Interval) -> Interval {
+        let mut ours = crate::interval(interval.period());
+        ours.set_missed_tick_behavior(interval.missed_tick_behavior().into());
+        ours
     }
 
     /// Completes when the next tick is due, with the instant it was scheduled for.

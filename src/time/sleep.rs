@@ -26,8 +26,8 @@ const DUE: usize = OWNER_B;
 ///
 /// Unlike tokio's, a `Sleep` is [`Unpin`] (its registration is a slab key, not an intrusive
 /// node), so it can be stored and polled in a `select!` loop without `pin!`. It is 24
-/// bytes on 64-bit targets. Calling [`reset`](Sleep::reset) on an unpinned `Sleep` takes
-/// `Pin::new(&mut sleep)`.
+/// bytes on 64-bit targets. [`set_deadline`](Sleep::set_deadline) moves the deadline of
+/// an unpinned `Sleep`; [`reset`](Sleep::reset) is the same with tokio's `Pin` receiver.
 ///
 /// If the tokio runtime driving its timer shuts down while it waits, it is not lost: its
 /// next poll starts a driver thread for that timer, and it completes at its deadline on
@@ -133,29 +133,100 @@ impl Sleep {
     }
 
     /// Moves the deadline, before or after completion, keeping the registration and the
-    /// waker: a task waiting on this `Sleep` is woken at the new deadline, or at once if
-    /// it has already passed. After completion, the `Sleep` is pending again until the new
-    /// deadline. As in tokio, a reset registers the timer even if it was never polled, so
-    /// [`is_elapsed`](Self::is_elapsed) turns `true` when the new deadline passes.
+    /// waker: tokio's `reset`, with the same `Pin` receiver so that code written for tokio
+    /// compiles unchanged. It is [`set_deadline`](Self::set_deadline), which takes
+    /// `&mut self`: use that on an unpinned `Sleep` rather than pinning it, as rustc
+    /// suggests (`pin!` would move it into the pin).
+    ///
+    /// # Examples
     ///
     /// ```
-    /// use std::pin::Pin;
-    /// use tickless::Instant;
     /// use std::time::Duration;
+    /// use tickless::Instant;
     ///
-    /// # #[tokio::main(flavor = "current_thread")]
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
-    /// let mut sleep = tickless::sleep(Duration::from_secs(3600));
-    /// Pin::new(&mut sleep).reset(Instant::now() + Duration::from_millis(1));
+    /// let mut sleep = std::pin::pin!(tickless::sleep(Duration::from_secs(3600)));
+    /// let deadline = Instant::now() + Duration::from_millis(1);
+    /// sleep.as_mut().reset(deadline);
     /// sleep.await;
+    /// assert!(Instant::now() >= deadline);
     /// # }
     /// ```
     pub fn reset(self: Pin<&mut Self>, deadline: Instant) {
-        let this = self.get_mut();
-        let clock = this.registration.clock();
-        this.deadline = clock.offset(deadline);
-        let tick = clock.nanos_tick(i128::from(this.deadline));
-        this.registration.reset(tick);
+        self.get_mut().set_deadline(deadline);
+    }
+
+    /// Moves the deadline of a `Sleep` that is not pinned: [`reset`](Self::reset) without
+    /// the `Pin`, which tokio's `Sleep` needs (it is `!Unpin`) and this one does not.
+    ///
+    /// The registration and the waker are kept: a task waiting on this `Sleep` is woken at
+    /// the new deadline, or at once if it has already passed. After completion, the
+    /// `Sleep` is pending again until the new deadline. As in tokio, it registers the timer
+    /// even if the `Sleep` was never polled, so [`is_elapsed`](Self::is_elapsed) turns
+    /// `true` when the new deadline passes.
+    ///
+    /// # Examples
+    ///
+    /// A debounce: save 100 ms after the last edit, however many edits come in between.
+    /// The `Sleep` lives across the loop's turns, unpinned, and each edit moves it.
+    ///
+    /// ```
+    /// use futures::StreamExt;
+    /// use std::time::Duration;
+    /// use tickless::Instant;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let quiet = Duration::from_millis(100);
+    /// let (edits, mut edited) = futures::channel::mpsc::unbounded::<&str>();
+    /// edits.unbounded_send("a").unwrap();
+    /// edits.unbounded_send("b").unwrap();
+    ///
+    /// let mut save = tickless::sleep(quiet);
+    /// let mut text = String::new();
+    /// loop {
+    ///     tokio::select! {
+    ///         Some(edit) = edited.next() => {
+    ///             text.push_str(edit);
+    ///             save.set_deadline(Instant::now() + quiet);
+    ///         }
+    ///         () = &mut save => break,
+    ///     }
+    /// }
+    /// assert_eq!(text, "ab");
+    /// # drop(edits);
+    /// # }
+    /// ```
+    pub fn set_deadline(&mut self, deadline: Instant) {
+        let clock = self.registration.clock();
+        self.deadline = clock.offset(deadline);
+        let tick = clock.nanos_tick(i128::from(self.deadline));
+        self.registration.reset(tick);
+    }
+
+    /// A `Sleep` with the deadline of tokio's `sleep`, on the
+    /// [current timer](crate::Timer::current): for an API that now takes tickless's
+    /// `Sleep` (a different type from tokio's) and a caller that holds tokio's.
+    ///
+    /// It is [`sleep_until(sleep.deadline())`](crate::sleep_until): the deadline is carried
+    /// over exactly, the registration is not. tokio's sleep is left as it was; dropping it
+    /// cancels it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let theirs = tokio::time::sleep(Duration::from_secs(5));
+    /// let ours = tickless::Sleep::from_tokio(&theirs);
+    /// assert_eq!(ours.deadline(), theirs.deadline());
+    /// # }
+    /// ```
+    pub fn from_tokio(sleep: &tokio::time::Sleep) -> Sleep {
+        crate::sleep_until(sleep.deadline())
     }
 }
 
