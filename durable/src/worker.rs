@@ -11,6 +11,10 @@
 //! A worker waits for work with `BLMOVE ready ready LEFT LEFT 0` on a connection of its
 //! own: it blocks until the list is not empty, moves nothing, and claims nothing, so a
 //! worker that dies while waiting loses nothing, and an idle worker costs no commands.
+//!
+//! A worker that stops before it runs jobs it claimed hands them back
+//! ([`give_back`](Worker::give_back)): they are ready again at once, not at their lease
+//! end.
 
 use super::backoff::Backoff;
 use super::contract::{Key, MAX_BATCH};
@@ -232,6 +236,74 @@ impl Worker {
             .map(|job| (job.id.as_str(), job.delivery))
             .collect();
         self.extend_deliveries(&deliveries).await
+    }
+
+    /// Hands back `jobs`' deliveries that still hold their job, without completing or
+    /// failing them; returns how many did. Each is ready again at once (at the end of
+    /// the ready list, due as it was), and its attempt is not counted: its next
+    /// delivery has the same [`Job::attempt`]. For a worker that stops before it runs
+    /// jobs it claimed. A delivery
+    /// that no longer held its job (its lease ended, it was acked, failed, given back
+    /// or cancelled) is left alone. Sent 10,000 deliveries per script call at most, as
+    /// [`extend`](Worker::extend).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use tickless_durable::{Queue, WorkerOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), tickless_durable::Error> {
+    /// # let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1/".into());
+    /// let queue = Queue::connect(&url, "thumbnails").await?;
+    /// queue.schedule("photo:7", b"", Duration::ZERO).await?;
+    /// let worker = queue.worker(WorkerOptions::default());
+    /// let jobs = worker.try_claim(10).await?;
+    ///
+    /// // Shutting down before any of them ran: ready again for another worker, now.
+    /// assert_eq!(worker.give_back(&jobs).await?, jobs.len());
+    /// let again = worker.try_claim(10).await?;
+    /// assert_eq!(again[0].attempt(), 1, "the given-back delivery is not counted");
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::is_redis`] (the jobs may or may not have been given back: those not are
+    /// delivered again when their lease ends), [`Error::is_garbage`]; deliveries of the
+    /// calls before the failing one were given back.
+    pub async fn give_back<'a>(
+        &self,
+        jobs: impl IntoIterator<Item = &'a Job>,
+    ) -> Result<usize, Error> {
+        let deliveries: Vec<(&str, u64)> = jobs
+            .into_iter()
+            .map(|job| (job.id.as_str(), job.delivery))
+            .collect();
+        self.give_back_deliveries(&deliveries).await
+    }
+
+    pub(crate) async fn give_back_deliveries(
+        &self,
+        deliveries: &[(&str, u64)],
+    ) -> Result<usize, Error> {
+        let mut given = 0;
+        for chunk in deliveries.chunks(MAX_BATCH) {
+            let numbers: Vec<String> = chunk.iter().map(|(_, d)| d.to_string()).collect();
+            let mut args: Vec<&[u8]> = Vec::with_capacity(2 * chunk.len());
+            for ((id, _), number) in chunk.iter().zip(&numbers) {
+                args.push(id.as_bytes());
+                args.push(number.as_bytes());
+            }
+            let reply = self.queue.call(&scripts().give_back, &args).await?;
+            given += reply.int(1)?.max(0) as usize;
+        }
+        if given > 0 {
+            super::trace::event!(debug, queue = self.queue.name(), given, "given back");
+        }
+        Ok(given)
     }
 
     async fn extend_deliveries(&self, deliveries: &[(&str, u64)]) -> Result<usize, Error> {
