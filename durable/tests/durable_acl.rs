@@ -339,13 +339,17 @@ async fn roles(url: &str, name: &str, admin: &mut Admin) -> Step<()> {
     };
     yes("ack", worker.ack(&jobs[0]).await)?;
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let run = tokio::spawn(queue.worker(WorkerOptions::default()).run(move |job| {
-        let tx = tx.clone();
-        async move {
-            let _ = tx.send(job.id().to_string());
-            Ok::<(), String>(())
-        }
-    }));
+    let (stop, shutdown) = tokio::sync::oneshot::channel::<()>();
+    let run = tokio::spawn(queue.worker(WorkerOptions::default()).run_until(
+        move |job| {
+            let tx = tx.clone();
+            async move {
+                let _ = tx.send(job.id().to_string());
+                Ok::<(), String>(())
+            }
+        },
+        shutdown,
+    ));
     // Due on the queue's clock a minute on: the leader's channel and timer bring it.
     step(
         "schedule",
@@ -361,7 +365,14 @@ async fn roles(url: &str, name: &str, admin: &mut Admin) -> Step<()> {
         false
     })
     .await;
-    run.abort();
+    let _ = stop.send(());
+    let stopped = match tokio::time::timeout(limit, run).await {
+        Err(_) => return check("run_until", false, || "not stopped in 10 s".into()),
+        Ok(joined) => step("run_until", joined.unwrap())?,
+    };
+    check("run_until", stopped.left_in_flight == 0, || {
+        format!("{stopped:?}")
+    })?;
     if leader.stats().errors > 0 {
         return Err(leader_failure("running leader", &leader));
     }
