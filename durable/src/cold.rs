@@ -141,11 +141,18 @@ impl ColdTier {
     ///
     /// # Errors
     ///
-    /// [`Error::is_store`] when the directory cannot be made or opened.
+    /// [`Error::is_store`] when the directory cannot be made or opened, or `dir` is a
+    /// file.
     pub fn local(dir: impl AsRef<std::path::Path>) -> Result<ColdTier, Error> {
         let dir = dir.as_ref();
         let shown = dir.display().to_string();
-        std::fs::create_dir_all(dir).map_err(|err| Error::store("create", &shown, err))?;
+        std::fs::create_dir_all(dir).map_err(|err| match std::fs::metadata(dir) {
+            // `create_dir_all` says only "File exists" when a file holds the path.
+            Ok(found) if !found.is_dir() => {
+                Error::store("create", &shown, "it is a file, not a directory")
+            }
+            _ => Error::store("create", &shown, err),
+        })?;
         let store = object_store::local::LocalFileSystem::new_with_prefix(dir)
             .map_err(|err| Error::store("open", &shown, err))?
             .with_fsync(true)

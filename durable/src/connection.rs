@@ -9,7 +9,7 @@
 //! crate's async cluster connection, which follows `MOVED` and `ASK` and refreshes its map
 //! of slots. The dedicated connections are made in `nodes.rs`.
 
-use super::error::Error;
+use super::error::{plain, Error};
 pub(crate) use super::nodes::Nodes;
 use super::queue::Queue;
 use super::redact::{redact, scrub};
@@ -269,7 +269,7 @@ impl ConnectOptions {
         let info = url
             .as_str()
             .into_connection_info()
-            .map_err(|err| Error::invalid_url(url, err))?;
+            .map_err(|err| Error::unreadable_url(url, &err))?;
         if matches!(info.addr, ConnectionAddr::TcpTls { .. }) {
             ensure_crypto_provider();
         }
@@ -301,7 +301,7 @@ impl ConnectOptions {
             let info = url
                 .as_str()
                 .into_connection_info()
-                .map_err(|err| Error::invalid_url(url, err))?;
+                .map_err(|err| Error::unreadable_url(url, &err))?;
             if matches!(info.addr, ConnectionAddr::TcpTls { .. }) {
                 ensure_crypto_provider();
             }
@@ -333,7 +333,7 @@ impl ConnectOptions {
         }
         let client = builder
             .build()
-            .map_err(|err| Error::invalid_url(first, err))?;
+            .map_err(|err| Error::invalid_url(first, plain(&err)))?;
         let mut conn = client
             .get_async_connection()
             .await
@@ -373,7 +373,7 @@ fn single_client(
         Some(certs) => redis::Client::build_with_tls(info, certs.clone()),
         None => redis::Client::open(info),
     }
-    .map_err(|err| Error::invalid_url(url, err))
+    .map_err(|err| Error::invalid_url(url, plain(&err)))
 }
 
 /// A failed first `PING`: a user refused the command is a permission error, the rest a

@@ -229,6 +229,7 @@ pub(crate) mod script_keys {
     pub(crate) const CLAIM: &[Key] = &[Meta, Jobs, Due, Ready, Flight, Dead, Errors];
     pub(crate) const FAIL: &[Key] = &[Meta, Jobs, Due, Ready, Flight, Dead, Errors];
     pub(crate) const EXTEND: &[Key] = &[Meta, Jobs, Flight];
+    pub(crate) const GIVE_BACK: &[Key] = &[Meta, Jobs, Ready, Flight];
     pub(crate) const LEASE: &[Key] = &[Meta];
     pub(crate) const RETRY_DEAD: &[Key] = &[Meta, Jobs, Due, Ready, Dead];
     pub(crate) const RECUR: &[Key] = &[Meta, Recur, Rnext, Due, Rlow];

@@ -9,6 +9,9 @@ use std::fmt;
 /// lowercase, e.g. `cannot connect to redis at redis://127.0.0.1:1/: connection refused`.
 /// A URL's password never appears: it reads `***` (`redis://app:***@host/`).
 ///
+/// `Debug` shows the same message (so a `main` returning `Result<(), Error>` prints it
+/// as is), and `{:#?}` the fields behind it.
+///
 /// # Examples
 ///
 /// ```
@@ -16,11 +19,17 @@ use std::fmt;
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
-/// let err: Error = Queue::connect("not a url", "orders").await.unwrap_err();
+/// let err: Error = Queue::connect("127.0.0.1:6379", "orders").await.unwrap_err();
 /// assert!(err.is_invalid_url());
+/// assert_eq!(
+///     err.to_string(),
+///     "invalid redis url \"127.0.0.1:6379\": it has no scheme; expected \
+///      redis://[user:password@]host[:port][/db], rediss://... for TLS, or \
+///      redis+unix:///path/to/socket[?db=N&user=U&pass=P]",
+/// );
+/// assert_eq!(format!("{err:?}"), err.to_string());
 /// # }
 /// ```
-#[derive(Debug)]
 pub struct Error {
     kind: Kind,
     message: String,
@@ -63,8 +72,16 @@ impl Error {
         )
     }
 
-    pub(crate) fn connect(url: &str, why: impl fmt::Display) -> Error {
-        let (shown, why) = (redact(url), scrub(&why.to_string(), url));
+    /// The `redis` crate could not read `url` (`err`): what is wrong with it, and the
+    /// forms a URL takes. The crate says only "Redis URL did not parse" for most
+    /// mistakes (no scheme, another scheme, a port out of range), so those are told
+    /// apart here.
+    pub(crate) fn unreadable_url(url: &str, err: &redis::RedisError) -> Error {
+        Error::invalid_url(url, format!("{}; {URL_FORMS}", url_fault(url, err)))
+    }
+
+    pub(crate) fn connect(url: &str, err: redis::RedisError) -> Error {
+        let (shown, why) = (redact(url), scrub(&connect_fault(&err), url));
         Error::new(
             Kind::Connect,
             format!("cannot connect to redis at {shown}: {why}"),
@@ -299,6 +316,23 @@ impl Error {
     }
 }
 
+/// The message, as `Display` shows it: what `fn main() -> Result<(), Error>` prints when
+/// it fails. `{:#?}` shows the fields as well.
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if f.alternate() {
+            f.debug_struct("Error")
+                .field("kind", &self.kind)
+                .field("message", &self.message)
+                .field("away", &self.away)
+                .field("script_failed", &self.script_failed)
+                .finish()
+        } else {
+            f.write_str(&self.message)
+        }
+    }
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.message)
@@ -306,6 +340,96 @@ impl fmt::Display for Error {
 }
 
 impl std::error::Error for Error {}
+
+/// The forms of URL a queue takes, shown after what is wrong with one.
+const URL_FORMS: &str = "expected redis://[user:password@]host[:port][/db], rediss://... for \
+    TLS, or redis+unix:///path/to/socket[?db=N&user=U&pass=P]";
+
+/// The schemes the `redis` crate reads.
+const SCHEMES: [&str; 7] = [
+    "redis",
+    "rediss",
+    "redis+unix",
+    "unix",
+    "valkey",
+    "valkeys",
+    "valkey+unix",
+];
+
+/// What is wrong with `url`, which the `redis` crate refused with `err`: found by shape
+/// where the crate says only that it "did not parse". Quotes only the scheme and the
+/// port, never the user part (the message is scrubbed of the URL's secrets as well).
+fn url_fault(url: &str, err: &redis::RedisError) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return "it has no scheme".into();
+    };
+    if !SCHEMES.contains(&scheme.to_ascii_lowercase().as_str()) {
+        let scheme: String = scheme.chars().take(16).collect();
+        return format!("its scheme is {scheme}://");
+    }
+    // The host part: after the last `@` (as redact.rs reads the user part), up to the
+    // path, query or fragment.
+    let host = rest.rsplit_once('@').map_or(rest, |(_, host)| host);
+    let host = host.split(['/', '?', '#']).next().unwrap_or(host);
+    let port = match host.rsplit_once(']') {
+        Some((_, after)) => after.strip_prefix(':'),
+        None => host.rsplit_once(':').map(|(_, port)| port),
+    };
+    if let Some(port) = port.filter(|p| !p.is_empty() && p.parse::<u16>().is_err()) {
+        let port: String = port.chars().take(16).collect();
+        return format!("port {port:?} is not a number from 0 to 65535");
+    }
+    let fault = plain(err);
+    if fault == "Redis URL did not parse" {
+        return "it does not parse as a URL (a character of the user or password may need \
+                percent-encoding: %40 for @, %2F for /, %23 for #, %3F for ?)"
+            .into();
+    }
+    lowercase_first(&fault)
+}
+
+/// Why a connection failed, from `err`: a refused password or a missing one in words of
+/// what to do, anything else as the `redis` crate says it (see [`plain`]).
+fn connect_fault(err: &redis::RedisError) -> String {
+    if err.kind() == redis::ErrorKind::AuthenticationFailed || err.code() == Some("WRONGPASS") {
+        // Redis answers a password sent to a server without one as it does a wrong one,
+        // and the crate keeps neither answer.
+        return "the server refused the user or password in the URL (a wrong password, an \
+                unknown or disabled user, or a password sent to a server that has none)"
+            .into();
+    }
+    if err.code() == Some("NOAUTH") {
+        return "the server asks for a password and the URL has none: \
+                redis://:password@host:port/, or redis://user:password@host:port/ for an \
+                ACL user (redis+unix://...?pass=password for a socket)"
+            .into();
+    }
+    plain(err)
+}
+
+/// `err` as the `redis` crate writes it, without the name of its `ErrorKind` variant
+/// (`Redis URL did not parse- InvalidClientConfig`, `Invalid protocol version -
+/// InvalidClientConfig: 9`), which says nothing a user can act on.
+pub(crate) fn plain(err: &redis::RedisError) -> String {
+    let text = err.to_string();
+    let kind = format!("{:?}", err.kind());
+    let with_detail = format!(" - {kind}: ");
+    if text.contains(&with_detail) {
+        return text.replacen(&with_detail, ": ", 1);
+    }
+    match text.strip_suffix(&kind).and_then(|t| t.strip_suffix("- ")) {
+        Some(text) => text.to_string(),
+        None => text,
+    }
+}
+
+fn lowercase_first(text: &str) -> String {
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => first.to_lowercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
 
 /// See [`Error::is_away`].
 pub(crate) fn away(err: &redis::RedisError) -> bool {

@@ -58,7 +58,8 @@ impl Job {
         &self.payload
     }
 
-    /// Which delivery this is: 1 for the first, more after failures or lease ends.
+    /// Which delivery this is: 1 for the first, more after failures or lease ends (not
+    /// after a delivery given back: [`Worker::give_back`]).
     pub fn attempt(&self) -> u32 {
         self.attempt
     }

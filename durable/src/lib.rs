@@ -241,6 +241,7 @@ mod tls;
 mod trace;
 mod when;
 mod worker;
+mod worker_run;
 
 pub use backoff::Backoff;
 #[cfg(feature = "cold")]
@@ -273,3 +274,4 @@ struct ReadmeDoctests;
 
 pub use job::{Failed, Job};
 pub use worker::{Worker, WorkerOptions};
+pub use worker_run::Stopped;

@@ -318,6 +318,8 @@ scripts!(
     claim: false, script_keys::CLAIM;
     fail: true, script_keys::FAIL;
     extend: true, script_keys::EXTEND;
+    // By delivery, as an ack: a second call finds the delivery gone.
+    give_back: true, script_keys::GIVE_BACK;
     acquire: false, script_keys::LEASE;
     renew: true, script_keys::LEASE;
     release: true, script_keys::LEASE;

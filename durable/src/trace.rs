@@ -4,7 +4,8 @@
 //! Target `tickless_durable`. Events: `schedule` (debug), `promote` (debug, per tick that
 //! moved jobs), `deliver`, `ack` (debug), `retry` and `dead` (warn), leader `acquired` and
 //! `lost` (info), a leader's `not working` (warn: its first failed round, then every 30 s
-//! while they fail) and `working again` (info). Each handler run by [`Worker::run`](super::Worker::run) is in a span
+//! while they fail) and `working again` (info), a worker's `stopping` and `stopped` (info,
+//! with what its stop did). Each handler run by [`Worker::run`](super::Worker::run) is in a span
 //! `job` with the queue, id and attempt, so the handler's own events carry them.
 
 /// `event!(level, fields..., "message")`: a `tracing` event under the feature, else

@@ -11,22 +11,20 @@
 //! A worker waits for work with `BLMOVE ready ready LEFT LEFT 0` on a connection of its
 //! own: it blocks until the list is not empty, moves nothing, and claims nothing, so a
 //! worker that dies while waiting loses nothing, and an idle worker costs no commands.
+//!
+//! A worker that stops hands back the deliveries it will not finish
+//! ([`give_back`](Worker::give_back)): they are ready again at once, not at their lease
+//! end. [`Worker::run`] and [`Worker::run_until`] are in `worker_run.rs`.
 
 use super::backoff::Backoff;
 use super::contract::{Key, MAX_BATCH};
-use super::error::away;
 use super::error::Error;
 use super::job::{job, Failed, Job};
 use super::queue::Queue;
-use super::retry::Retry;
 use super::scripts::scripts;
-use std::collections::HashMap;
-use std::fmt::Display;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 /// Settings of a [`Worker`].
@@ -66,6 +64,11 @@ pub struct WorkerOptions {
     /// (each delay anywhere from 0 to that), so jobs that failed together do not retry
     /// together.
     pub backoff: Backoff,
+    /// How long [`Worker::run_until`] lets running handlers finish once its stop has
+    /// come (25 s, Sidekiq's default: under the 30 s a container gets from Kubernetes
+    /// before it is killed). Handlers still running then are cancelled and their jobs
+    /// given back. Kept at most a day.
+    pub shutdown_timeout: Duration,
 }
 
 impl Default for WorkerOptions {
@@ -75,6 +78,7 @@ impl Default for WorkerOptions {
             concurrency: 32,
             backoff: Backoff::exponential(Duration::from_secs(1), Duration::from_secs(3600))
                 .with_jitter(1.0),
+            shutdown_timeout: Duration::from_secs(25),
         }
     }
 }
@@ -101,15 +105,12 @@ impl Default for WorkerOptions {
 /// ```
 #[derive(Debug)]
 pub struct Worker {
-    queue: Queue,
-    options: WorkerOptions,
-    waiter: Option<redis::aio::MultiplexedConnection>,
+    pub(crate) queue: Queue,
+    pub(crate) options: WorkerOptions,
+    pub(crate) waiter: Option<redis::aio::MultiplexedConnection>,
 }
 
-type Wait = Pin<Box<dyn Future<Output = redis::RedisResult<()>> + Send>>;
-
-/// How long a finished job's ack may wait for a claim to ride on.
-const ACK_DELAY: Duration = Duration::from_millis(5);
+pub(crate) type Wait = Pin<Box<dyn Future<Output = redis::RedisResult<()>> + Send>>;
 
 impl Queue {
     /// A worker for this queue (see [`Worker`]).
@@ -119,6 +120,8 @@ impl Queue {
             .lease
             .clamp(Duration::from_millis(10), Duration::from_secs(86_400));
         options.concurrency = options.concurrency.clamp(1, MAX_BATCH);
+        // A deadline that `Instant` arithmetic can always hold.
+        options.shutdown_timeout = options.shutdown_timeout.min(Duration::from_secs(86_400));
         Worker {
             queue: self.clone(),
             options,
@@ -234,7 +237,78 @@ impl Worker {
         self.extend_deliveries(&deliveries).await
     }
 
-    async fn extend_deliveries(&self, deliveries: &[(&str, u64)]) -> Result<usize, Error> {
+    /// Hands back `jobs`' deliveries that still hold their job, without completing or
+    /// failing them; returns how many did. Each is ready again at once (at the end of
+    /// the ready list, due as it was), and its attempt is not counted: its next
+    /// delivery has the same [`Job::attempt`]. For a worker that stops before it runs
+    /// jobs it claimed ([`run_until`](Worker::run_until) does this itself). A delivery
+    /// that no longer held its job (its lease ended, it was acked, failed, given back
+    /// or cancelled) is left alone. Sent 10,000 deliveries per script call at most, as
+    /// [`extend`](Worker::extend).
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use tickless_durable::{Queue, WorkerOptions};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), tickless_durable::Error> {
+    /// # let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1/".into());
+    /// let queue = Queue::connect(&url, "thumbnails").await?;
+    /// queue.schedule("photo:7", b"", Duration::ZERO).await?;
+    /// let worker = queue.worker(WorkerOptions::default());
+    /// let jobs = worker.try_claim(10).await?;
+    ///
+    /// // Shutting down before any of them ran: ready again for another worker, now.
+    /// assert_eq!(worker.give_back(&jobs).await?, jobs.len());
+    /// let again = worker.try_claim(10).await?;
+    /// assert_eq!(again[0].attempt(), 1, "the given-back delivery is not counted");
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::is_redis`] (the jobs may or may not have been given back: those not are
+    /// delivered again when their lease ends), [`Error::is_garbage`]; deliveries of the
+    /// calls before the failing one were given back.
+    pub async fn give_back<'a>(
+        &self,
+        jobs: impl IntoIterator<Item = &'a Job>,
+    ) -> Result<usize, Error> {
+        let deliveries: Vec<(&str, u64)> = jobs
+            .into_iter()
+            .map(|job| (job.id.as_str(), job.delivery))
+            .collect();
+        self.give_back_deliveries(&deliveries).await
+    }
+
+    pub(crate) async fn give_back_deliveries(
+        &self,
+        deliveries: &[(&str, u64)],
+    ) -> Result<usize, Error> {
+        let mut given = 0;
+        for chunk in deliveries.chunks(MAX_BATCH) {
+            let numbers: Vec<String> = chunk.iter().map(|(_, d)| d.to_string()).collect();
+            let mut args: Vec<&[u8]> = Vec::with_capacity(2 * chunk.len());
+            for ((id, _), number) in chunk.iter().zip(&numbers) {
+                args.push(id.as_bytes());
+                args.push(number.as_bytes());
+            }
+            let reply = self.queue.call(&scripts().give_back, &args).await?;
+            given += reply.int(1)?.max(0) as usize;
+        }
+        if given > 0 {
+            super::trace::event!(debug, queue = self.queue.name(), given, "given back");
+        }
+        Ok(given)
+    }
+
+    pub(crate) async fn extend_deliveries(
+        &self,
+        deliveries: &[(&str, u64)],
+    ) -> Result<usize, Error> {
         let lease = self.options.lease.as_millis().to_string();
         let mut extended = 0;
         for chunk in deliveries.chunks(MAX_BATCH) {
@@ -251,7 +325,7 @@ impl Worker {
         Ok(extended)
     }
 
-    async fn claim_and_ack(
+    pub(crate) async fn claim_and_ack(
         &self,
         acks: &[(String, u64)],
         max: usize,
@@ -323,7 +397,7 @@ impl Worker {
     }
 
     /// A future that ends when the ready list is not empty.
-    async fn wait(&mut self) -> Result<Wait, Error> {
+    pub(crate) async fn wait(&mut self) -> Result<Wait, Error> {
         let ready = self.queue.key(Key::Ready).to_string();
         let mut conn = match self.waiter.clone() {
             Some(conn) => conn,
@@ -354,160 +428,4 @@ impl Worker {
                 .map(drop)
         }))
     }
-
-    /// Runs `handler` on every job, up to `concurrency` at once, until an error that
-    /// retrying cannot cure ([`Error::is_garbage`]). A handler's `Ok` acks the job; an `Err` or a
-    /// panic fails it (retry after backoff, or dead after the last attempt). Acks ride on
-    /// the next claim, waiting at most 5 ms for one. Leases of
-    /// running handlers are extended every third of the lease. When Redis goes away
-    /// (down, restarting, loading), the worker tries again every 100 ms, so it resumes
-    /// within about that of Redis answering; after other errors it waits 100 ms doubling
-    /// to 2 s. Deliveries whose ack was lost are delivered again.
-    ///
-    /// To stop a worker, drop this future (or abort its task): handlers already running
-    /// finish on their own, and jobs whose ack had not reached Redis are delivered again
-    /// when their lease ends.
-    ///
-    /// At least once means a handler can run more than once for a job: when a worker dies
-    /// after the handler's effect but before the ack, or stalls past its lease. Make
-    /// handlers idempotent (the job id is a natural key) or check for the effect first.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::is_garbage`] when the queue's keys hold something else.
-    pub async fn run<H, F, E>(mut self, handler: H) -> Result<(), Error>
-    where
-        H: Fn(Job) -> F + Send + Sync + 'static,
-        F: Future<Output = Result<(), E>> + Send + 'static,
-        E: Display + Send + 'static,
-    {
-        let handler = Arc::new(handler);
-        let (done_tx, mut done_rx) = mpsc::unbounded_channel::<(Job, Result<(), String>)>();
-        let mut running: HashMap<String, u64> = HashMap::new();
-        let mut acks: Vec<(String, u64)> = Vec::new();
-        let mut maybe_ready = true;
-        let mut wait: Option<Wait> = None;
-        let mut extend_at = Instant::now() + self.options.lease / 3;
-        let mut retry = Retry::new();
-        let concurrency = self.options.concurrency;
-        // Acks wait up to ACK_DELAY for the next claim to ride on, which saves a script
-        // call per wave of jobs; a worker with nothing else to do flushes them then.
-        let mut ack_due: Option<Instant> = None;
-        loop {
-            let capacity = concurrency.saturating_sub(running.len());
-            let acks_due = ack_due.is_some_and(|due| Instant::now() >= due);
-            if acks_due || (maybe_ready && capacity > 0) {
-                let asked = if maybe_ready { capacity } else { 0 };
-                match self.claim_and_ack(&acks, asked).await {
-                    Ok((_, jobs)) => {
-                        retry.reset();
-                        acks.clear();
-                        ack_due = None;
-                        if jobs.len() < asked {
-                            maybe_ready = false;
-                        }
-                        if running.is_empty() && !jobs.is_empty() {
-                            extend_at = Instant::now() + self.options.lease / 3;
-                        }
-                        for job in jobs {
-                            running.insert(job.id.clone(), job.delivery);
-                            spawn_handler(self.queue.name(), &handler, job, done_tx.clone());
-                        }
-                    }
-                    Err(err) => {
-                        self.queue.report("worker", &err).await;
-                        if err.is_garbage() {
-                            return Err(err);
-                        }
-                        tickless::sleep(retry.after(&err)).await;
-                    }
-                }
-                continue;
-            }
-            if wait.is_none() && capacity > 0 {
-                match self.wait().await {
-                    Ok(future) => wait = Some(future),
-                    Err(err) => {
-                        self.queue.report("worker", &err).await;
-                        tickless::sleep(retry.after(&err)).await;
-                        maybe_ready = true;
-                        continue;
-                    }
-                }
-            }
-            let waiting = async {
-                match wait.as_mut() {
-                    Some(future) => future.await,
-                    None => std::future::pending().await,
-                }
-            };
-            let extending = !running.is_empty();
-            tokio::select! {
-                done = done_rx.recv() => {
-                    let Some(first) = done else { continue };
-                    let mut finished = vec![first];
-                    while let Ok(more) = done_rx.try_recv() {
-                        finished.push(more);
-                    }
-                    for (job, result) in finished {
-                        if running.get(&job.id) == Some(&job.delivery) {
-                            running.remove(&job.id);
-                        }
-                        match result {
-                            Ok(()) => {
-                                acks.push((job.id, job.delivery));
-                                ack_due.get_or_insert_with(|| Instant::now() + ACK_DELAY);
-                            }
-                            Err(error) => {
-                                // A lost answer leaves the job in flight: its lease ends
-                                // and it is delivered again.
-                                if let Err(err) = self.fail(&job, &error).await {
-                                    self.queue.report("worker", &err).await;
-                                }
-                            }
-                        }
-                    }
-                }
-                result = waiting => {
-                    wait = None;
-                    maybe_ready = true;
-                    if let Err(err) = result {
-                        self.waiter = None;
-                        tickless::sleep(retry.after_error(away(&err))).await;
-                    }
-                }
-                _ = tickless::sleep_until(ack_due.unwrap_or(extend_at)), if ack_due.is_some() => {}
-                _ = tickless::sleep_until(extend_at), if extending => {
-                    extend_at = Instant::now() + self.options.lease / 3;
-                    let deliveries: Vec<(&str, u64)> =
-                        running.iter().map(|(id, d)| (id.as_str(), *d)).collect();
-                    if let Err(err) = self.extend_deliveries(&deliveries).await {
-                        self.queue.report("worker", &err).await;
-                    }
-                }
-            }
-        }
-    }
-}
-
-fn spawn_handler<H, F, E>(
-    queue: &str,
-    handler: &Arc<H>,
-    job: Job,
-    done: mpsc::UnboundedSender<(Job, Result<(), String>)>,
-) where
-    H: Fn(Job) -> F + Send + Sync + 'static,
-    F: Future<Output = Result<(), E>> + Send + 'static,
-    E: Display + Send + 'static,
-{
-    let work = tokio::spawn(super::trace::in_job_span(queue, &job, handler(job.clone())));
-    tokio::spawn(async move {
-        let result = match work.await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(error)) => Err(error.to_string()),
-            Err(join) if join.is_panic() => Err("handler panicked".to_string()),
-            Err(_) => Err("handler was cancelled".to_string()),
-        };
-        let _ = done.send((job, result));
-    });
 }

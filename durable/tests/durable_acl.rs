@@ -167,8 +167,12 @@ async fn roles(url: &str, name: &str, admin: &mut Admin) -> Step<()> {
     step("leader step", leader.step().await)?;
     check("leader step", leader.is_leading(), || "not leading".into())?;
 
-    // Worker, by hand: claim, extend, ack, fail (retried, then dead), retry a dead job.
+    // Worker, by hand: claim, give back and claim again, extend, ack, fail (retried,
+    // then dead), retry a dead job.
     let worker = queue.worker(WorkerOptions::default());
+    let claimed = step("try_claim", worker.try_claim(10).await)?;
+    let given = step("give_back", worker.give_back(&claimed).await)?;
+    check("give_back", given == 2, || format!("{given} given back"))?;
     let claimed = step("try_claim", worker.try_claim(10).await)?;
     let ids: BTreeSet<&str> = claimed.iter().map(|j| j.id()).collect();
     check("try_claim", ids == BTreeSet::from(["a", "d"]), || {
@@ -212,9 +216,9 @@ async fn roles(url: &str, name: &str, admin: &mut Admin) -> Step<()> {
     })?;
 
     // The inspecting calls; the counters the scripts keep count every delivery and ack
-    // (2 + 3 claims and 1 ack by hand, and the drained jobs).
+    // (2 + 2 + 3 claims and 1 ack by hand, and the drained jobs).
     let counters = step("counters", queue.counters().await)?;
-    let (delivered, acked) = (5 + drained.len() as u64, 1 + drained.len() as u64);
+    let (delivered, acked) = (7 + drained.len() as u64, 1 + drained.len() as u64);
     check(
         "counters",
         (counters.delivered, counters.acked) == (delivered, acked),
@@ -335,13 +339,17 @@ async fn roles(url: &str, name: &str, admin: &mut Admin) -> Step<()> {
     };
     yes("ack", worker.ack(&jobs[0]).await)?;
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let run = tokio::spawn(queue.worker(WorkerOptions::default()).run(move |job| {
-        let tx = tx.clone();
-        async move {
-            let _ = tx.send(job.id().to_string());
-            Ok::<(), String>(())
-        }
-    }));
+    let (stop, shutdown) = tokio::sync::oneshot::channel::<()>();
+    let run = tokio::spawn(queue.worker(WorkerOptions::default()).run_until(
+        move |job| {
+            let tx = tx.clone();
+            async move {
+                let _ = tx.send(job.id().to_string());
+                Ok::<(), String>(())
+            }
+        },
+        shutdown,
+    ));
     // Due on the queue's clock a minute on: the leader's channel and timer bring it.
     step(
         "schedule",
@@ -357,7 +365,14 @@ async fn roles(url: &str, name: &str, admin: &mut Admin) -> Step<()> {
         false
     })
     .await;
-    run.abort();
+    let _ = stop.send(());
+    let stopped = match tokio::time::timeout(limit, run).await {
+        Err(_) => return check("run_until", false, || "not stopped in 10 s".into()),
+        Ok(joined) => step("run_until", joined.unwrap())?,
+    };
+    check("run_until", stopped.left_in_flight == 0, || {
+        format!("{stopped:?}")
+    })?;
     if leader.stats().errors > 0 {
         return Err(leader_failure("running leader", &leader));
     }

@@ -1,6 +1,6 @@
 //! Deliveries against a real `redis-server`: each claim's own number, which acks,
-//! failure reports and extensions match on; records of the format before numbers; a
-//! worker that meets a job it cannot hand to a handler.
+//! failure reports, extensions and give backs match on; records of the format before
+//! numbers; a worker that meets a job it cannot hand to a handler.
 
 use tickless_test_support as support;
 
@@ -209,6 +209,50 @@ async fn a_worker_sets_aside_a_job_it_cannot_read_and_goes_on() {
         .await
         .unwrap();
     assert_eq!(in_flight, None, "the bad job is still in flight");
+}
+
+/// A delivery given back is ready again at once (no leader runs here to end a lease),
+/// and its attempt is not counted; the given-back delivery then holds nothing: a second
+/// give back, an ack or a failure report of it does nothing.
+#[tokio::test]
+async fn a_delivery_given_back_is_ready_at_once_and_its_attempt_not_counted() {
+    let server = RedisServer::start();
+    let queue = queue(&server, "give-back").await;
+    queue.set_manual_clock(Some(at(T0))).await.unwrap();
+    let worker = queue.worker(WorkerOptions::default());
+    for id in ["a", "b"] {
+        queue.schedule(id, b"p", Duration::ZERO).await.unwrap();
+    }
+    let first = worker.try_claim(10).await.unwrap();
+    let twice = [&first[0], &first[1], &first[0]];
+    assert_eq!(
+        worker.give_back(twice).await.unwrap(),
+        2,
+        "a delivery named twice is given back once"
+    );
+    let stats = queue.stats().await.unwrap();
+    assert_eq!((stats.ready, stats.in_flight), (2, 0));
+    let info = queue.job("a").await.unwrap().expect("still there");
+    assert_eq!((info.state, info.attempts), (JobState::Ready, 0));
+
+    assert_eq!(worker.give_back(&first).await.unwrap(), 0);
+    assert!(!worker.ack(&first[0]).await.unwrap());
+    assert_eq!(
+        worker.fail(&first[1], "late").await.unwrap(),
+        Failed::LeaseLost
+    );
+
+    let again = worker.try_claim(10).await.unwrap();
+    let seen: Vec<(&str, u32, &[u8])> = again
+        .iter()
+        .map(|j| (j.id(), j.attempt(), j.payload()))
+        .collect();
+    assert_eq!(seen, [("a", 1, &b"p"[..]), ("b", 1, &b"p"[..])]);
+    assert!(again[0].delivery() > first[1].delivery());
+    for job in &again {
+        assert!(worker.ack(job).await.unwrap(), "{}", job.id());
+    }
+    assert_eq!(queue.stats().await.unwrap().in_flight, 0);
 }
 
 /// The next id a handler saw, waiting at most 10 s for it.
