@@ -53,6 +53,7 @@
 //! job ids, errors and payloads show as text, never as markup.
 
 mod cold;
+mod due;
 mod history;
 mod html;
 mod job;
