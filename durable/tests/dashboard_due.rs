@@ -1,6 +1,7 @@
 //! What a queue's page says of its jobs to come, read in-process through the router: the
 //! "Coming due" charts count the cold tier's windows, draw a wide bucket's jobs as one bar
-//! (and a dashed line as far as they may be due), say "1 job".
+//! (and a dashed line as far as they may be due), say "1 job"; and a warning when jobs are
+//! due and no leader runs to deliver them.
 
 use std::time::Duration;
 use support::{at, RedisServer, T0};
@@ -149,4 +150,36 @@ async fn the_charts_count_the_jobs_of_the_cold_tier() {
     }
     drop(leader);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn the_page_warns_when_jobs_are_due_and_no_leader_runs() {
+    let server = RedisServer::start();
+    let queue = Queue::connect(&server.url(), &support::queue_name("due-no-leader"))
+        .await
+        .unwrap();
+    queue.set_manual_clock(Some(at(T0))).await.unwrap();
+    queue.schedule("soon", b"", at(T0 + 10_000)).await.unwrap();
+    queue
+        .schedule("later", b"", at(T0 + 3_600_000))
+        .await
+        .unwrap();
+    assert!(
+        !page(&queue).await.contains("id=\"no-leader\""),
+        "nothing is due yet"
+    );
+    queue
+        .advance_manual_clock(Duration::from_secs(20))
+        .await
+        .unwrap();
+    let said = page(&queue).await;
+    assert!(
+        said.contains("<p class=\"warn\" id=\"no-leader\">No leader: 1 job is due, and none is delivered until a leader runs"),
+        "{said}"
+    );
+    // A leader (its lease live on the manual clock) moves it to the ready list.
+    let mut leader = queue.leader(LeaderOptions::default());
+    leader.step().await.unwrap();
+    assert!(leader.is_leading());
+    assert!(!page(&queue).await.contains("id=\"no-leader\""));
 }

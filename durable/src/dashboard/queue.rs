@@ -5,7 +5,7 @@
 use super::due::{coming_due, due_ranges};
 use super::history::History;
 use super::html::{ago, human, leader_cell, page, unix_ms, Ctx};
-use super::svg;
+use super::svg::{self, amount};
 use crate::{CatchUp, ColdWindow, DueBucket, JobInfo, Queue, Recurrence, ScheduleInfo, Stats};
 use maud::{html, Markup};
 use std::time::{Duration, SystemTime};
@@ -39,6 +39,7 @@ pub(super) fn queue_page(ctx: &Ctx<'_>, view: &QueueView<'_>, history: &History)
         h1 { "Queue " span id="queue-name" { (name) } }
         p { small { (view.queue.url()) } }
         (counts(s))
+        (no_leader(s, &view.buckets))
         (leader_failing(&view.leader_failing))
         (script_errors(&view.script_errors))
         @if s.manual_clock {
@@ -79,6 +80,25 @@ fn counts(s: &Stats) -> Markup {
                 td { "p50 " (lag(s.promotion_lag_p50)) " · p99 " (lag(s.promotion_lag_p99)) }
             }
             tr { th { "promoted by the leader" } td class="n" { (s.promoted) } }
+        }
+    }
+}
+
+/// A warning when jobs are due and no leader holds the lease: only a leader moves due
+/// jobs to the ready list, so none of them is delivered until one runs.
+fn no_leader(s: &Stats, buckets: &[DueBucket]) -> Markup {
+    let due: u64 = buckets
+        .iter()
+        .filter(|b| b.start <= s.now)
+        .map(|b| b.jobs)
+        .sum();
+    html! {
+        @if s.leader.is_none() && due > 0 {
+            p class="warn" id="no-leader" {
+                "No leader: " (amount(due as f64, "job is", "jobs are")) " due, and none is "
+                "delivered until a leader runs (" code { "Queue::leader" } ", in any process "
+                "connected to this queue)."
+            }
         }
     }
 }
@@ -403,5 +423,22 @@ mod tests {
             per_level(&buckets),
             [(None, 1), (Some(0), 2), (Some(2), 10)]
         );
+    }
+
+    #[test]
+    fn no_leader_warns_only_when_jobs_are_due() {
+        let now = UNIX_EPOCH + Duration::from_secs(10);
+        let mut stats = crate::stats::build("m", 3, 0, 0, 0, &[], (10, 0)).unwrap();
+        assert_eq!(stats.now, now);
+        let later = [bucket(Some(0), 11_000, 1024, 2)];
+        assert!(no_leader(&stats, &later).0.is_empty(), "none due yet");
+        let due = [
+            bucket(None, 9_000, 1024, 1),
+            bucket(Some(0), 11_000, 1024, 2),
+        ];
+        let html = no_leader(&stats, &due).into_string();
+        assert!(html.contains("No leader: 1 job is due"), "{html}");
+        stats.leader = Some("host-1".into());
+        assert!(no_leader(&stats, &due).0.is_empty(), "a leader runs");
     }
 }
