@@ -471,3 +471,69 @@ fn serve_finds_the_queues_and_refuses_actions_without_the_token() {
     let body = http(&addr, &get("/queue/served/job?id=x", "")).body;
     assert!(body.contains("No such job"), "{body}");
 }
+
+#[test]
+fn serve_shows_a_queue_created_after_it_started() {
+    let server = RedisServer::start();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let schedule = |name: &str| {
+        runtime.block_on(async {
+            let queue = Queue::connect(&server.url(), name).await.unwrap();
+            queue.schedule("x", b"1", Duration::ZERO).await.unwrap();
+        })
+    };
+    runtime.block_on(async {
+        if server.is_acl() {
+            // The dashboard looks for queues with SCAN (README: `+scan`).
+            let mut admin = server.admin().await;
+            let _: () = redis::cmd("ACL")
+                .arg(&["SETUSER", &support::readme_user().0, "+scan"])
+                .query_async(&mut admin)
+                .await
+                .unwrap();
+        }
+    });
+    schedule("first");
+    let (_child, addr) = serve_bin(&server.url(), &[]);
+    schedule("coldq");
+    // Before: 404 `no queue "coldq" on this dashboard` for as long as serve ran. A page
+    // naming a queue it does not know looks again, at most once a second.
+    let limit = Instant::now() + Duration::from_secs(10);
+    loop {
+        let reply = http(&addr, &get("/queue/coldq", ""));
+        if reply.status == 200 {
+            assert!(reply.body.contains("<span id=\"queue-name\">coldq</span>"));
+            break;
+        }
+        assert_eq!(reply.status, 404, "{}", reply.body);
+        assert!(
+            Instant::now() < limit,
+            "the page of coldq, created after serve started, still answers 404 after 10 s"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Found: on the home page and in /metrics from now on.
+    let home = http(&addr, &get("/", "")).body;
+    assert!(
+        home.contains("data-queue=\"coldq\"") && home.contains("data-queue=\"first\""),
+        "{home}"
+    );
+    let metrics = http(&addr, &get("/metrics", "")).body;
+    assert!(
+        metrics.contains("tickless_jobs{queue=\"coldq\",state=\"ready\"} 1"),
+        "{metrics}"
+    );
+    // A name no queue has still answers 404, saying how a queue comes to be.
+    let missing = http(&addr, &get("/queue/nope", ""));
+    assert_eq!(missing.status, 404);
+    assert!(
+        missing
+            .body
+            .contains("no queue &quot;nope&quot; on this server"),
+        "{}",
+        missing.body
+    );
+}

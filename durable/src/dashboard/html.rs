@@ -181,10 +181,25 @@ pub(super) fn leader_cell(stats: &Stats) -> Markup {
     }
 }
 
-/// The home page: one row per queue (a queue that could not be read shows its error).
-pub(super) fn overview(ctx: &Ctx<'_>, rows: &[(&Queue, Result<Stats, String>)]) -> Markup {
+/// The home page: one row per queue (a queue that could not be read shows its error),
+/// and what the latest look for queues (`looks`: the dashboard shows every queue on its
+/// server) could not do.
+pub(super) fn overview(
+    ctx: &Ctx<'_>,
+    rows: &[(&Queue, Result<Stats, String>)],
+    looks: bool,
+    problems: &[String],
+) -> Markup {
     let body = html! {
         h1 { "Queues" }
+        @for problem in problems {
+            p class="warn" { (problem) }
+        }
+        @if rows.is_empty() && looks {
+            p id="no-queues" { "No queue on this server yet: a queue is listed once a job is scheduled on it." }
+        } @else if rows.is_empty() {
+            p id="no-queues" { "No queue." }
+        }
         table id="queues" {
             tr {
                 th { "queue" } th { "scheduled" } th { "ready" } th { "in flight" }

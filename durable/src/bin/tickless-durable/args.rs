@@ -89,8 +89,8 @@ pub(crate) enum Command {
 pub(crate) struct Serve {
     #[command(flatten)]
     pub(crate) redis: Redis,
-    /// The queues to show; every queue on the server when none is named (on a cluster,
-    /// name them).
+    /// The queues to show; every queue on the server when none is named, those created
+    /// after the dashboard started too (on a cluster, name them).
     pub(crate) queues: Vec<String>,
     /// The address to listen on (port 0: any free port, printed at start).
     #[arg(

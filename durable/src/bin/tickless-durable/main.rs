@@ -230,26 +230,28 @@ async fn inspect(queue: &Queue) -> Result<(), Error> {
 #[cfg(feature = "dashboard")]
 async fn serve(args: Serve) -> Result<(), String> {
     use tickless_durable::dashboard::Dashboard;
-    let names = if args.queues.is_empty() && args::is_cluster(&args.redis.url) {
+    let (dashboard, shown) = if args.queues.is_empty() && args::is_cluster(&args.redis.url) {
         return Err("on a cluster, name the queues to show (each node has its own keys)".into());
     } else if args.queues.is_empty() {
-        options(&args.redis)?
-            .queue_names()
-            .await
-            .map_err(|e| e.to_string())?
+        // A first look now, so that a wrong URL or a missing `+scan` fails here, not on
+        // every page; the dashboard looks again for queues created later.
+        let options = options(&args.redis)?;
+        let names = options.queue_names().await.map_err(|e| e.to_string())?;
+        let shown = format!("{} queue(s), and of those created later,", names.len());
+        (Dashboard::new([]).every_queue(options), shown)
     } else {
-        args.queues.clone()
+        let mut queues = Vec::new();
+        for name in &args.queues {
+            queues.push(connect(&args.redis, name).await?);
+        }
+        (
+            Dashboard::new(queues),
+            format!("{} queue(s)", args.queues.len()),
+        )
     };
-    if names.is_empty() {
-        return Err("no queue on this server yet: name the queues to show".to_string());
-    }
-    let mut queues = Vec::new();
-    for name in &names {
-        queues.push(connect(&args.redis, name).await?);
-    }
     let token = args.token.unwrap_or_default();
     let actions = !args.read_only && !token.is_empty();
-    let app = Dashboard::new(queues)
+    let app = dashboard
         .action_token(token)
         .read_only(args.read_only)
         .public_read(args.public_read)
@@ -262,8 +264,7 @@ async fn serve(args: Serve) -> Result<(), String> {
     let local = listener.local_addr().map_err(|e| e.to_string())?;
     // The tests read this line for the port (--addr 127.0.0.1:0).
     println!(
-        "dashboard of {} queue(s) on http://{local}/ ({})",
-        names.len(),
+        "dashboard of {shown} on http://{local}/ ({})",
         if actions {
             "actions need the token"
         } else {
