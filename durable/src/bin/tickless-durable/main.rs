@@ -1,26 +1,28 @@
 //! `tickless-durable`: an operator's look at durable queues.
 //!
 //! ```text
-//! tickless-durable inspect <URL> <QUEUE>          counts, leader, lag, recurring schedules, dead jobs
-//! tickless-durable job <URL> <QUEUE> <ID>         one job's state, due time, attempts, error
-//! tickless-durable retry-dead <URL> <QUEUE> <ID>  a dead job gets a new set of attempts (--all: every one)
-//! tickless-durable repair <URL> <QUEUE>           jobs put back where their records say
-//! tickless-durable serve <URL> [QUEUE]...         the web dashboard and /metrics
+//! tickless-durable queues [URL]                     the queues on a server, one name a line
+//! tickless-durable inspect [URL] <QUEUE>            counts, leader, lag, recurring schedules, dead jobs
+//! tickless-durable job [URL] <QUEUE> <ID>           one job's state, due time, attempts, error
+//! tickless-durable retry-dead [URL] <QUEUE> <ID>    a dead job gets a new set of attempts (--all: every one)
+//! tickless-durable repair [URL] <QUEUE>             jobs put back where their records say
+//! tickless-durable serve [URL] [QUEUE]...           the web dashboard and /metrics
 //! ```
 //!
 //! `--help` on the binary and on each command says the rest. `<URL>` is one server's URL,
-//! or a Redis Cluster's seed URLs separated by commas; `--ca`, `--cert` and `--key` (or
-//! `TICKLESS_REDIS_CA`, `_CERT`, `_KEY`) name PEM files for TLS. Exit codes: 0 done, 1 an error
-//! (Redis unreachable, a permission, a bad reply), 2 a usage error, 3 no such job (`job`,
-//! `retry-dead`).
+//! or a Redis Cluster's seed URLs separated by commas; left out, it is `REDIS_URL`'s (as
+//! `redis-cli` reads its environment): a command's first argument is its URL when it holds
+//! `://`. `--ca`, `--cert` and `--key` (or `TICKLESS_REDIS_CA`, `_CERT`, `_KEY`) name PEM
+//! files for TLS. Exit codes: 0 done, 1 an error (Redis unreachable, a permission, a bad
+//! reply), 2 a usage error, 3 no such job (`job`, `retry-dead`).
 //!
 //! (The leader, worker and scheduler processes the crash tests kill are the crash tests'
 //! own: `durable/tests/durable_crash/roles.rs`.)
 
 mod args;
 
-use args::{options, Cli, Command, Redis, Serve};
-use clap::Parser;
+use args::{options, with_env_url, Cli, Command, Redis, Serve};
+use clap::{CommandFactory, Parser};
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tickless_durable::{Error, Queue, Recurrence};
@@ -49,8 +51,17 @@ impl From<String> for Failure {
 }
 
 fn main() -> ExitCode {
+    let env_url = std::env::var("REDIS_URL")
+        .ok()
+        .filter(|url| !url.is_empty());
+    let args = match with_env_url(std::env::args_os().collect(), env_url.as_deref()) {
+        Ok(args) => args,
+        Err(message) => Cli::command()
+            .error(clap::error::ErrorKind::MissingRequiredArgument, message)
+            .exit(),
+    };
     // Usage errors and --help exit here (2 and 0).
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(args);
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -84,6 +95,18 @@ async fn connect(redis: &Redis, name: &str) -> Result<Queue, String> {
 async fn run(command: Command) -> Result<(), Failure> {
     match command {
         Command::Serve(serve_args) => serve(serve_args).await.map_err(Failure::Error),
+        Command::Queues { redis } => {
+            let names = options(&redis)?.queue_names().await?;
+            if names.is_empty() {
+                eprintln!(
+                    "no queue on this server yet: a queue is there once a job is scheduled on it"
+                );
+            }
+            for name in names {
+                println!("{name}");
+            }
+            Ok(())
+        }
         Command::Inspect { redis, queue } => Ok(inspect(&connect(&redis, &queue).await?).await?),
         Command::Job { redis, queue, id } => {
             let queue = connect(&redis, &queue).await?;
