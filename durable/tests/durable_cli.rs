@@ -1,5 +1,5 @@
 //! The operator's binary run as a process, on what trips a new user: the URL taken from
-//! `REDIS_URL` by every command, and `queues`.
+//! `REDIS_URL` by every command, `queues`, a mistyped queue name.
 
 use std::io::Read;
 use std::process::{Command, Stdio};
@@ -153,4 +153,33 @@ async fn every_command_takes_its_url_from_redis_url_when_given_none() {
     assert_eq!(help.code, Some(0), "{}", help.stderr);
     assert!(help.stdout.contains("[env: REDIS_URL]"), "{}", help.stdout);
     assert!(!help.stdout.contains("hunter2"), "{}", help.stdout);
+}
+
+#[tokio::test]
+async fn inspect_of_a_mistyped_queue_says_no_such_queue_and_lists_those_there() {
+    let server = RedisServer::start();
+    allow_scan(&server).await;
+    let url = server.url();
+    for name in ["orders", "refunds"] {
+        queue_with_a_job(&server, name).await;
+    }
+    // Before: the counts of an empty queue, and exit 0.
+    for args in [
+        &["inspect", &url, "ordres"][..],
+        &["job", &url, "ordres", "job:1"],
+        &["repair", &url, "ordres"],
+    ] {
+        let out = run(args, None);
+        assert_eq!(out.code, Some(3), "{args:?}: {}{}", out.stdout, out.stderr);
+        assert!(
+            out.stdout.contains("no queue \"ordres\" on redis")
+                && out
+                    .stdout
+                    .contains("the queues there: \"orders\", \"refunds\""),
+            "{args:?}: {}",
+            out.stdout
+        );
+    }
+    let found = run(&["inspect", &url, "orders"], None);
+    assert_eq!(found.code, Some(0), "{}", found.stderr);
 }

@@ -14,7 +14,8 @@
 //! `redis-cli` reads its environment): a command's first argument is its URL when it holds
 //! `://`. `--ca`, `--cert` and `--key` (or `TICKLESS_REDIS_CA`, `_CERT`, `_KEY`) name PEM
 //! files for TLS. Exit codes: 0 done, 1 an error (Redis unreachable, a permission, a bad
-//! reply), 2 a usage error, 3 no such job (`job`, `retry-dead`).
+//! reply), 2 a usage error, 3 no such queue (`inspect`, `job`, `retry-dead`, `repair`) or
+//! job (`job`, `retry-dead`).
 //!
 //! (The leader, worker and scheduler processes the crash tests kill are the crash tests'
 //! own: `durable/tests/durable_crash/roles.rs`.)
@@ -27,14 +28,14 @@ use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tickless_durable::{Error, Queue, Recurrence};
 
-/// Exit code of a command that found no such job.
+/// Exit code of a command that found no such queue or job.
 const NOT_FOUND: u8 = 3;
 
 /// What a command ends with, apart from success.
 enum Failure {
     /// An error: exit 1.
     Error(String),
-    /// The named job is not there: exit 3.
+    /// The named queue or job is not there: exit 3.
     NotFound(String),
 }
 
@@ -92,6 +93,50 @@ async fn connect(redis: &Redis, name: &str) -> Result<Queue, String> {
         .map_err(|e| e.to_string())
 }
 
+/// How many of a server's queues "no such queue" names.
+const SHOWN_NAMES: usize = 20;
+
+/// "No such queue", with the queues the server has (when they can be listed).
+async fn no_queue(redis: &Redis, queue: &Queue) -> Failure {
+    let mut message = format!(
+        "no queue {:?} on {}: nothing was ever scheduled on it",
+        queue.name(),
+        queue.url()
+    );
+    let names = match options(redis) {
+        Ok(options) => options.queue_names().await.map_err(|err| err.to_string()),
+        Err(err) => Err(err),
+    };
+    match names {
+        Ok(names) if names.is_empty() => message += "\nthe server has no queue yet",
+        Ok(names) => {
+            let shown: Vec<String> = names
+                .iter()
+                .take(SHOWN_NAMES)
+                .map(|name| format!("{name:?}"))
+                .collect();
+            message += &format!("\nthe queues there: {}", shown.join(", "));
+            if names.len() > SHOWN_NAMES {
+                message += &format!(
+                    " and {} more (`tickless-durable queues` lists them all)",
+                    names.len() - SHOWN_NAMES
+                );
+            }
+        }
+        Err(err) => message += &format!("\n(the queues there could not be listed: {err})"),
+    }
+    Failure::NotFound(message)
+}
+
+/// The queue named, if it is on the server.
+async fn existing(redis: &Redis, name: &str) -> Result<Queue, Failure> {
+    let queue = connect(redis, name).await?;
+    if !queue.exists().await? {
+        return Err(no_queue(redis, &queue).await);
+    }
+    Ok(queue)
+}
+
 async fn run(command: Command) -> Result<(), Failure> {
     match command {
         Command::Serve(serve_args) => serve(serve_args).await.map_err(Failure::Error),
@@ -107,9 +152,9 @@ async fn run(command: Command) -> Result<(), Failure> {
             }
             Ok(())
         }
-        Command::Inspect { redis, queue } => Ok(inspect(&connect(&redis, &queue).await?).await?),
+        Command::Inspect { redis, queue } => Ok(inspect(&existing(&redis, &queue).await?).await?),
         Command::Job { redis, queue, id } => {
-            let queue = connect(&redis, &queue).await?;
+            let queue = existing(&redis, &queue).await?;
             let now = queue.now().await?;
             let Some(info) = queue.job(&id).await? else {
                 return Err(Failure::NotFound(format!(
@@ -143,7 +188,7 @@ async fn run(command: Command) -> Result<(), Failure> {
             id,
             all,
         } => {
-            let queue = connect(&redis, &queue).await?;
+            let queue = existing(&redis, &queue).await?;
             let Some(id) = id.filter(|_| !all) else {
                 println!("retried {}", queue.retry_all_dead().await?);
                 return Ok(());
@@ -159,7 +204,7 @@ async fn run(command: Command) -> Result<(), Failure> {
             }
         }
         Command::Repair { redis, queue } => {
-            let fixed = connect(&redis, &queue).await?.repair().await?;
+            let fixed = existing(&redis, &queue).await?.repair().await?;
             println!(
                 "{} put back, {} entries naming no job removed",
                 fixed.placed, fixed.removed
