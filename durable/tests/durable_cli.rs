@@ -1,11 +1,12 @@
 //! The operator's binary run as a process, on what trips a new user: the URL taken from
-//! `REDIS_URL` by every command, `queues`, a mistyped queue name.
+//! `REDIS_URL` by every command, `queues`, a mistyped queue name, and due jobs that no
+//! leader will deliver.
 
 use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use support::RedisServer;
-use tickless_durable::Queue;
+use support::{at, RedisServer, T0};
+use tickless_durable::{LeaderOptions, Queue};
 use tickless_test_support as support;
 
 /// How long one run of the binary may take (a refused connection fails at once).
@@ -182,4 +183,42 @@ async fn inspect_of_a_mistyped_queue_says_no_such_queue_and_lists_those_there() 
     }
     let found = run(&["inspect", &url, "orders"], None);
     assert_eq!(found.code, Some(0), "{}", found.stderr);
+}
+
+#[tokio::test]
+async fn inspect_warns_when_jobs_are_due_and_no_leader_runs() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let queue = Queue::connect(&url, "orders").await.unwrap();
+    queue.set_manual_clock(Some(at(T0))).await.unwrap();
+    for (id, due) in [("soon", T0 + 10_000), ("later", T0 + 3_600_000)] {
+        queue.schedule(id, b"", at(due)).await.unwrap();
+    }
+    let inspect = || run(&["inspect", &url, "orders"], None);
+    let before = inspect();
+    assert_eq!(before.code, Some(0), "{}", before.stderr);
+    assert!(
+        !before.stdout.contains("WARNING"),
+        "none due yet: {}",
+        before.stdout
+    );
+    queue
+        .advance_manual_clock(Duration::from_secs(20))
+        .await
+        .unwrap();
+    let due = inspect();
+    assert_eq!(due.code, Some(0), "{}", due.stderr);
+    assert!(
+        due.stdout.contains(
+            "WARNING: no leader: 1 job is due, and none is delivered until a leader runs"
+        ),
+        "{}",
+        due.stdout
+    );
+    // A leader (its lease live on the manual clock) moves it to the ready list.
+    let mut leader = queue.leader(LeaderOptions::default());
+    leader.step().await.unwrap();
+    assert!(leader.is_leading());
+    let led = inspect();
+    assert!(!led.stdout.contains("WARNING"), "{}", led.stdout);
 }

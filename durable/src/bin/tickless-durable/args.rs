@@ -60,8 +60,8 @@ pub(crate) enum Command {
         #[command(flatten)]
         redis: Redis,
     },
-    /// Counts by state, the leader, promotion lag, recurring schedules, the latest dead jobs
-    /// (exit 3 if no such queue).
+    /// Counts by state, the leader (a warning when jobs are due and none runs), promotion
+    /// lag, recurring schedules, the latest dead jobs (exit 3 if no such queue).
     #[command(override_usage = "tickless-durable inspect [OPTIONS] [URL] <QUEUE>")]
     Inspect {
         #[command(flatten)]

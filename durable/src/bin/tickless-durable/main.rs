@@ -241,6 +241,20 @@ async fn inspect(queue: &Queue) -> Result<(), Error> {
         ),
         _ => println!("  no leader (last token {})", stats.token),
     }
+    // Only a leader moves due jobs to the ready list: without one, none is delivered.
+    let (buckets, _) = queue.due_buckets().await?;
+    let due: u64 = buckets
+        .iter()
+        .filter(|b| b.start <= stats.now)
+        .map(|b| b.jobs)
+        .sum();
+    if stats.leader.is_none() && due > 0 {
+        let are = if due == 1 { "job is" } else { "jobs are" };
+        println!(
+            "  WARNING: no leader: {due} {are} due, and none is delivered until a leader runs \
+             (Queue::leader, in any process connected to this queue)"
+        );
+    }
     let lag = |d: Option<Duration>| d.map_or("n/a".to_string(), |d| format!("{d:?}"));
     println!(
         "  promoted {} by the leader, lag p50 {} p99 {}",
