@@ -326,6 +326,41 @@ impl Queue {
             .map_err(|err| Error::redis(meta, "advance the manual clock", err))
     }
 
+    /// Whether the queue is on its server: whether any of its keys exists (its jobs, its
+    /// recurring schedules, its meta hash of counters and leader), as after its first
+    /// `schedule`, `every`, `cron` or leader. A mistyped name is not, where its
+    /// [`stats`](Queue::stats) would read as an empty queue's. One `EXISTS`.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use tickless_durable::Queue;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), tickless_durable::Error> {
+    /// # let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1/".into());
+    /// let queue = Queue::connect(&url, "refunds").await?;
+    /// queue.schedule("refund:7", b"", Duration::from_secs(60)).await?;
+    /// assert!(queue.exists().await?);
+    /// assert!(!Queue::connect(&url, "refundz").await?.exists().await?);
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::is_redis`].
+    pub async fn exists(&self) -> Result<bool, Error> {
+        let keys: Vec<&str> = Key::ALL.iter().map(|&key| self.key(key)).collect();
+        let found: u64 = redis::cmd("EXISTS")
+            .arg(&keys)
+            .query_async(&mut self.conn())
+            .await
+            .map_err(|err| Error::redis(self.meta_key(), "EXISTS", err))?;
+        Ok(found > 0)
+    }
+
     /// Checks that every key of the queue that exists has the type this crate writes, and
     /// that the user may read the keys and publish on the queue's channel.
     pub(crate) async fn check_keys(&self) -> Result<(), Error> {

@@ -433,8 +433,9 @@ const LEADER_FAILING: &str = "leader_failing";
 const LEADER_ERROR: &str = "leader_error";
 
 /// The names of the queues on the Redis server at `url`: every `tickless:{<name>}:meta`
-/// key, found with `SCAN` (a queue gets its meta key when a leader first runs on it).
-/// For tools such as `tickless-durable serve`; sorted. With TLS options (a CA, a client
+/// key, found with `SCAN` (a queue gets its meta key at its first schedule, or when a
+/// leader first runs on it). For tools such as `tickless-durable queues` and `serve`;
+/// sorted. With TLS options (a CA, a client
 /// certificate), use [`ConnectOptions::queue_names`](super::ConnectOptions::queue_names).
 ///
 /// # Examples

@@ -226,10 +226,13 @@ fn dashboard_in_a_browser_shows_what_redis_holds_and_retries_the_dead() {
         }
     }
     assert_eq!(shown_levels, 20, "every scheduled job is in a bucket");
-    // The pictures: every scheduled job is in the week's chart, the soon ones in the
-    // hour's.
+    // The pictures: every scheduled job is in the week's chart; in the hour's, the soon
+    // ones, and the later ones' bucket (from 29 min to 75 h ahead) as one bar at its start.
     let hour = browser.text("figure:has(#due-hour) figcaption");
-    assert!(hour.ends_with(": 10 jobs"), "{hour}");
+    assert!(
+        hour.ends_with(": 20 jobs; 10 of them may come due after +1 h"),
+        "{hour}"
+    );
     let week = browser.text("figure:has(#due-week) figcaption");
     assert!(week.ends_with(": 20 jobs"), "{week}");
     assert!(browser.text("#leader").contains("token"));
@@ -467,4 +470,70 @@ fn serve_finds_the_queues_and_refuses_actions_without_the_token() {
     // the next claim, so the count of ready entries does not tell).
     let body = http(&addr, &get("/queue/served/job?id=x", "")).body;
     assert!(body.contains("No such job"), "{body}");
+}
+
+#[test]
+fn serve_shows_a_queue_created_after_it_started() {
+    let server = RedisServer::start();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let schedule = |name: &str| {
+        runtime.block_on(async {
+            let queue = Queue::connect(&server.url(), name).await.unwrap();
+            queue.schedule("x", b"1", Duration::ZERO).await.unwrap();
+        })
+    };
+    runtime.block_on(async {
+        if server.is_acl() {
+            // The dashboard looks for queues with SCAN (README: `+scan`).
+            let mut admin = server.admin().await;
+            let _: () = redis::cmd("ACL")
+                .arg(&["SETUSER", &support::readme_user().0, "+scan"])
+                .query_async(&mut admin)
+                .await
+                .unwrap();
+        }
+    });
+    schedule("first");
+    let (_child, addr) = serve_bin(&server.url(), &[]);
+    schedule("coldq");
+    // Before: 404 `no queue "coldq" on this dashboard` for as long as serve ran. A page
+    // naming a queue it does not know looks again, at most once a second.
+    let limit = Instant::now() + Duration::from_secs(10);
+    loop {
+        let reply = http(&addr, &get("/queue/coldq", ""));
+        if reply.status == 200 {
+            assert!(reply.body.contains("<span id=\"queue-name\">coldq</span>"));
+            break;
+        }
+        assert_eq!(reply.status, 404, "{}", reply.body);
+        assert!(
+            Instant::now() < limit,
+            "the page of coldq, created after serve started, still answers 404 after 10 s"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Found: on the home page and in /metrics from now on.
+    let home = http(&addr, &get("/", "")).body;
+    assert!(
+        home.contains("data-queue=\"coldq\"") && home.contains("data-queue=\"first\""),
+        "{home}"
+    );
+    let metrics = http(&addr, &get("/metrics", "")).body;
+    assert!(
+        metrics.contains("tickless_jobs{queue=\"coldq\",state=\"ready\"} 1"),
+        "{metrics}"
+    );
+    // A name no queue has still answers 404, saying how a queue comes to be.
+    let missing = http(&addr, &get("/queue/nope", ""));
+    assert_eq!(missing.status, 404);
+    assert!(
+        missing
+            .body
+            .contains("no queue &quot;nope&quot; on this server"),
+        "{}",
+        missing.body
+    );
 }

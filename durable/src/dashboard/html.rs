@@ -91,7 +91,8 @@ td.n{text-align:right;font-variant-numeric:tabular-nums}\
 .inline{display:inline}.msg{background:#eef6e8;padding:.5em;border:1px solid #9c6}\
 .warn{background:#fbeaea;padding:.5em;border:1px solid #c66}\
 .chart{width:100%;max-width:40em;height:auto;background:#fafafa;border:1px solid #ddd}\
-.chart text{font-size:10px;fill:#555}.axis{stroke:#999}.bar{fill:#4a7fb5}\
+.chart text{font-size:10px;fill:#555}.axis{stroke:#999}.bar{fill:#4a7fb5}.part{fill:#9cc3e6}\
+.span{stroke:#4a7fb5;stroke-width:1.5;stroke-dasharray:4 3}\
 polyline{fill:none;stroke-width:1.5}polyline.p50{stroke:#4a7fb5}polyline.p99{stroke:#c0504d}\
 polyline.rate{stroke:#4a7fb5}text.p50{fill:#4a7fb5}text.p99{fill:#c0504d}text.rate{fill:#4a7fb5}\
 pre{background:#f4f4f4;padding:.6em;overflow:auto;max-height:30em}\
@@ -180,10 +181,25 @@ pub(super) fn leader_cell(stats: &Stats) -> Markup {
     }
 }
 
-/// The home page: one row per queue (a queue that could not be read shows its error).
-pub(super) fn overview(ctx: &Ctx<'_>, rows: &[(&Queue, Result<Stats, String>)]) -> Markup {
+/// The home page: one row per queue (a queue that could not be read shows its error),
+/// and what the latest look for queues (`looks`: the dashboard shows every queue on its
+/// server) could not do.
+pub(super) fn overview(
+    ctx: &Ctx<'_>,
+    rows: &[(&Queue, Result<Stats, String>)],
+    looks: bool,
+    problems: &[String],
+) -> Markup {
     let body = html! {
         h1 { "Queues" }
+        @for problem in problems {
+            p class="warn" { (problem) }
+        }
+        @if rows.is_empty() && looks {
+            p id="no-queues" { "No queue on this server yet: a queue is listed once a job is scheduled on it." }
+        } @else if rows.is_empty() {
+            p id="no-queues" { "No queue." }
+        }
         table id="queues" {
             tr {
                 th { "queue" } th { "scheduled" } th { "ready" } th { "in flight" }

@@ -43,6 +43,12 @@
 //! # }
 //! ```
 //!
+//! Queues created later: with [`Dashboard::every_queue`], the dashboard shows every queue
+//! on one Redis server and looks for new ones (a `SCAN`, at most every 5 s) when its home
+//! page or `/metrics` is read, when a page names a queue it does not know (at most every
+//! second), and once a minute while it samples. `tickless-durable serve <url>` without
+//! queue names is such a dashboard.
+//!
 //! Over time: the dashboard samples each queue's [`Stats`](super::Stats) every few
 //! seconds (while a tokio runtime runs it, and on each page view) and keeps the last
 //! hour, for the lag and throughput pictures. Throughput is the leader's promotions per
@@ -53,6 +59,7 @@
 //! job ids, errors and payloads show as text, never as markup.
 
 mod cold;
+mod due;
 mod history;
 mod html;
 mod job;
@@ -62,18 +69,20 @@ mod routes;
 mod session;
 mod svg;
 
-use super::Queue;
+use super::{ConnectOptions, Queue};
 use history::History;
 use session::Sessions;
 use std::fmt;
-use std::sync::{Arc, Mutex, Weak};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::time::{Duration, Instant};
 
 /// A dashboard over some queues; [`router`](Dashboard::router) makes it an axum
 /// [`Router`](axum::Router). See the [module docs](self).
 #[derive(Clone)]
 pub struct Dashboard {
     queues: Vec<Queue>,
+    /// Where to look for the queues not named: see [`Dashboard::every_queue`].
+    every_queue: Option<ConnectOptions>,
     token: Option<String>,
     read_only: bool,
     public_read: bool,
@@ -86,6 +95,10 @@ impl fmt::Debug for Dashboard {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Dashboard")
             .field("queues", &self.queues)
+            .field(
+                "every_queue",
+                &self.every_queue.as_ref().map(|o| o.shown_url()),
+            )
             .field("token", &self.token.as_ref().map(|_| "<redacted>"))
             .field("read_only", &self.read_only)
             .field("public_read", &self.public_read)
@@ -102,12 +115,35 @@ impl Dashboard {
     pub fn new(queues: impl IntoIterator<Item = Queue>) -> Dashboard {
         Dashboard {
             queues: queues.into_iter().collect(),
+            every_queue: None,
             token: None,
             read_only: false,
             public_read: false,
             secure_cookie: false,
             sample_every: Duration::from_secs(5),
         }
+    }
+
+    /// Also shows every other queue on the Redis server `options` reaches, those created
+    /// after the dashboard started too: it looks for them (a `SCAN` for their meta keys,
+    /// as [`ConnectOptions::queue_names`]) when its home page or `/metrics` is read (at
+    /// most every 5 s), when a page names a queue it does not know (at most every
+    /// second), and once a minute while it samples. A queue whose keys are all gone leaves
+    /// the list; the queues given to [`new`](Dashboard::new) always stay. One server only:
+    /// on a Redis Cluster, name the queues (the home page says why it found none). The
+    /// Redis user needs `+scan`.
+    ///
+    /// ```no_run
+    /// use tickless_durable::{dashboard::Dashboard, ConnectOptions};
+    ///
+    /// let app = Dashboard::new([])
+    ///     .every_queue(ConnectOptions::new("redis://127.0.0.1/"))
+    ///     .router();
+    /// # let _: axum::Router = app;
+    /// ```
+    pub fn every_queue(mut self, options: ConnectOptions) -> Dashboard {
+        self.every_queue = Some(options);
+        self
     }
 
     /// The token that allows actions (cancel, run now, retry) and shows payloads and job
@@ -150,12 +186,15 @@ impl Dashboard {
     /// The axum router of the dashboard. Called inside a tokio runtime, it also starts a
     /// task that samples the queues' stats, which ends when the router is dropped.
     pub fn router(self) -> axum::Router {
+        let shown = self
+            .queues
+            .iter()
+            .map(|queue| Arc::new(Shown::new(queue.clone(), true)))
+            .collect();
         let state = Arc::new(State {
-            histories: self
-                .queues
-                .iter()
-                .map(|_| Mutex::new(History::default()))
-                .collect(),
+            shown: RwLock::new(shown),
+            look: tokio::sync::Mutex::new(None),
+            problems: Mutex::new(Vec::new()),
             actions: !self.read_only && self.token.is_some(),
             sessions: Sessions::new(session::IDLE, session::MAX_SESSIONS),
             dashboard: self,
@@ -167,35 +206,123 @@ impl Dashboard {
     }
 }
 
+/// How old the last look for queues may be when the home page or `/metrics` is read,
+/// when a page names an unknown queue, and when the sampler comes round: each look is a
+/// `SCAN` of the server's keys, so a page read often does not make one each time.
+const LOOK_INDEX: Duration = Duration::from_secs(5);
+const LOOK_MISS: Duration = Duration::from_secs(1);
+const LOOK_IDLE: Duration = Duration::from_secs(60);
+
+/// A queue on the dashboard, and its stats over the last hour.
+#[derive(Debug)]
+struct Shown {
+    queue: Queue,
+    history: Mutex<History>,
+    /// Given to [`Dashboard::new`]: never dropped by a look.
+    named: bool,
+}
+
+impl Shown {
+    fn new(queue: Queue, named: bool) -> Shown {
+        Shown {
+            queue,
+            history: Mutex::new(History::default()),
+            named,
+        }
+    }
+}
+
 /// What the handlers share.
+///
+/// `shown` is read by every handler and replaced by a look for queues; its lock is never
+/// held across an `await` (handlers clone the `Arc`s they need). `look` is held for the
+/// whole of a look, so that concurrent requests make one `SCAN`, not one each: the others
+/// wait, then find the look fresh. `problems` is what the latest look could not do.
 #[derive(Debug)]
 struct State {
     dashboard: Dashboard,
-    /// One per queue, in the order of `dashboard.queues`.
-    histories: Vec<Mutex<History>>,
+    /// The queues, in order: the named ones, then those found, by name.
+    shown: RwLock<Vec<Arc<Shown>>>,
+    /// When the last look for queues started.
+    look: tokio::sync::Mutex<Option<Instant>>,
+    problems: Mutex<Vec<String>>,
     actions: bool,
     /// The logged-in browsers.
     sessions: Sessions,
 }
 
 impl State {
-    fn queue(&self, name: &str) -> Option<(usize, &Queue)> {
-        self.dashboard
-            .queues
-            .iter()
-            .enumerate()
-            .find(|(_, q)| q.name() == name)
+    /// The queues shown now.
+    fn shown(&self) -> Vec<Arc<Shown>> {
+        self.shown.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    /// Samples queue `i` if its last sample is older than the sampling period.
-    async fn sample(&self, i: usize) {
+    /// Queue `name`; if the dashboard does not know it, after looking again (at most
+    /// every second) when it shows every queue on the server.
+    async fn queue(&self, name: &str) -> Option<Arc<Shown>> {
+        let find = |state: &State| state.shown().into_iter().find(|s| s.queue.name() == name);
+        if let Some(shown) = find(self) {
+            return Some(shown);
+        }
+        self.look_again(LOOK_MISS).await;
+        find(self)
+    }
+
+    /// Looks for the queues on the server, unless the last look is younger than
+    /// `fresh` (or the dashboard shows only named queues): keeps the named ones and those
+    /// still found (with their history), adds the new ones, drops the rest.
+    async fn look_again(&self, fresh: Duration) {
+        let Some(options) = &self.dashboard.every_queue else {
+            return;
+        };
+        let mut last = self.look.lock().await;
+        if last.is_some_and(|at| at.elapsed() < fresh) {
+            return;
+        }
+        *last = Some(Instant::now());
+        let mut problems = Vec::new();
+        match options.queue_names().await {
+            Ok(names) => {
+                let known = self.shown();
+                let mut next: Vec<Arc<Shown>> = known.iter().filter(|s| s.named).cloned().collect();
+                for name in names {
+                    if next.iter().any(|s| s.queue.name() == name) {
+                        continue;
+                    }
+                    if let Some(old) = known.iter().find(|s| s.queue.name() == name) {
+                        next.push(old.clone());
+                        continue;
+                    }
+                    match options.connect(&name).await {
+                        Ok(queue) => next.push(Arc::new(Shown::new(queue, false))),
+                        Err(err) => problems.push(format!("cannot open queue {name:?}: {err}")),
+                    }
+                }
+                *self.shown.write().unwrap_or_else(|e| e.into_inner()) = next;
+            }
+            Err(err) => problems.push(format!("cannot look for queues: {err}")),
+        }
+        *self.problems.lock().unwrap_or_else(|e| e.into_inner()) = problems;
+    }
+
+    /// What the latest look for queues could not do.
+    fn problems(&self) -> Vec<String> {
+        self.problems
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Samples a queue if its last sample is older than the sampling period.
+    async fn sample(&self, shown: &Shown) {
         let due = {
-            let history = self.histories[i].lock().unwrap_or_else(|e| e.into_inner());
+            let history = shown.history.lock().unwrap_or_else(|e| e.into_inner());
             history.due(self.dashboard.sample_every)
         };
         if due {
-            if let Ok(stats) = self.dashboard.queues[i].stats().await {
-                self.histories[i]
+            if let Ok(stats) = shown.queue.stats().await {
+                shown
+                    .history
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .push(&stats);
@@ -208,8 +335,9 @@ async fn sample_forever(state: Weak<State>) {
     loop {
         let every = {
             let Some(state) = state.upgrade() else { return };
-            for i in 0..state.dashboard.queues.len() {
-                state.sample(i).await;
+            state.look_again(LOOK_IDLE).await;
+            for shown in state.shown() {
+                state.sample(&shown).await;
             }
             state.dashboard.sample_every
         };

@@ -1,11 +1,12 @@
 //! A queue's page, one small function per section: counts and leader, the wheel by
-//! level, what comes due over the next hour, day and week, lag and throughput over the
-//! last hour, recurring schedules, and the ready, in-flight and dead jobs.
+//! level, what comes due over the next hour, day and week (due.rs), lag and throughput
+//! over the last hour, recurring schedules, and the ready, in-flight and dead jobs.
 
+use super::due::{coming_due, due_ranges};
 use super::history::History;
 use super::html::{ago, human, leader_cell, page, unix_ms, Ctx};
-use super::svg;
-use crate::{CatchUp, DueBucket, JobInfo, Queue, Recurrence, ScheduleInfo, Stats};
+use super::svg::{self, amount};
+use crate::{CatchUp, ColdWindow, DueBucket, JobInfo, Queue, Recurrence, ScheduleInfo, Stats};
 use maud::{html, Markup};
 use std::time::{Duration, SystemTime};
 
@@ -29,7 +30,7 @@ pub(super) struct QueueView<'a> {
     /// Rounds a leader of the queue failed in a row (0: none failing), and why.
     pub(super) leader_failing: (u64, Option<String>),
     /// The cold tier's windows (empty for a queue without one).
-    pub(super) cold: Vec<crate::ColdWindow>,
+    pub(super) cold: Vec<ColdWindow>,
 }
 
 pub(super) fn queue_page(ctx: &Ctx<'_>, view: &QueueView<'_>, history: &History) -> Markup {
@@ -38,13 +39,14 @@ pub(super) fn queue_page(ctx: &Ctx<'_>, view: &QueueView<'_>, history: &History)
         h1 { "Queue " span id="queue-name" { (name) } }
         p { small { (view.queue.url()) } }
         (counts(s))
+        (no_leader(s, &view.buckets))
         (leader_failing(&view.leader_failing))
         (script_errors(&view.script_errors))
         @if s.manual_clock {
             p { "Manual clock at " (unix_ms(s.now)) " ms." }
         }
         (wheel(&view.buckets, view.truncated))
-        (coming_due(&view.buckets, s.now))
+        (coming_due(&due_ranges(&view.buckets, &view.cold), s.now))
         (super::cold::cold(s.now, &view.cold))
         (over_time(history))
         (schedules(ctx, name, s.now, &view.schedules))
@@ -78,6 +80,25 @@ fn counts(s: &Stats) -> Markup {
                 td { "p50 " (lag(s.promotion_lag_p50)) " · p99 " (lag(s.promotion_lag_p99)) }
             }
             tr { th { "promoted by the leader" } td class="n" { (s.promoted) } }
+        }
+    }
+}
+
+/// A warning when jobs are due and no leader holds the lease: only a leader moves due
+/// jobs to the ready list, so none of them is delivered until one runs.
+fn no_leader(s: &Stats, buckets: &[DueBucket]) -> Markup {
+    let due: u64 = buckets
+        .iter()
+        .filter(|b| b.start <= s.now)
+        .map(|b| b.jobs)
+        .sum();
+    html! {
+        @if s.leader.is_none() && due > 0 {
+            p class="warn" id="no-leader" {
+                "No leader: " (amount(due as f64, "job is", "jobs are")) " due, and none is "
+                "delivered until a leader runs (" code { "Queue::leader" } ", in any process "
+                "connected to this queue)."
+            }
         }
     }
 }
@@ -120,55 +141,6 @@ fn wheel(buckets: &[DueBucket], truncated: bool) -> Markup {
         }
         @if truncated {
             p { "(More staged jobs than read: the latest are not counted.)" }
-        }
-    }
-}
-
-/// A bar chart of when jobs come due: its id, caption, span, bars and x-axis labels.
-struct DueChart {
-    id: &'static str,
-    title: &'static str,
-    window: Duration,
-    bins: usize,
-    labels: [&'static str; 3],
-}
-
-const DUE_CHARTS: [DueChart; 3] = [
-    DueChart {
-        id: "due-hour",
-        title: "next hour, per minute",
-        window: Duration::from_secs(3600),
-        bins: 60,
-        labels: ["now", "+30 min", "+1 h"],
-    },
-    DueChart {
-        id: "due-day",
-        title: "next day, per 30 min",
-        window: Duration::from_secs(86400),
-        bins: 48,
-        labels: ["now", "+12 h", "+24 h"],
-    },
-    DueChart {
-        id: "due-week",
-        title: "next week, per 4 h",
-        window: Duration::from_secs(7 * 86400),
-        bins: 42,
-        labels: ["now", "+3.5 days", "+7 days"],
-    },
-];
-
-fn coming_due(buckets: &[DueBucket], now: SystemTime) -> Markup {
-    html! {
-        h2 { "Coming due" }
-        div class="charts" {
-            @for chart in &DUE_CHARTS {
-                @let counts = due_bins(buckets, now, chart.window, chart.bins);
-                @let total: f64 = counts.iter().sum();
-                figure {
-                    figcaption { (chart.title) ": " (svg::short(total.round())) " jobs" }
-                    (svg::bars(chart.id, chart.title, &counts, "jobs", &chart.labels))
-                }
-            }
         }
     }
 }
@@ -375,40 +347,6 @@ pub(super) fn per_level(buckets: &[DueBucket]) -> Vec<(Option<u8>, u64)> {
     levels
 }
 
-/// How many jobs come due in each of `bins` equal parts of `now .. now + window`. A
-/// bucket's jobs are spread evenly over its width (the wheel tells no more); jobs
-/// already due count in the first part.
-pub(super) fn due_bins(
-    buckets: &[DueBucket],
-    now: SystemTime,
-    window: Duration,
-    bins: usize,
-) -> Vec<f64> {
-    let mut out = vec![0.0; bins];
-    let (now, window) = (unix_ms(now) as f64, window.as_millis() as f64);
-    let bin = window / bins as f64;
-    for b in buckets {
-        let start = unix_ms(b.start) as f64;
-        let width = (b.width.as_millis() as f64).max(1.0);
-        let (lo, hi) = (start.max(now), start + width);
-        if hi <= now {
-            out[0] += b.jobs as f64; // overdue: the leader's next promotions
-            continue;
-        }
-        let per_ms = b.jobs as f64 / width;
-        let overdue = b.jobs as f64 * (lo - start) / width;
-        out[0] += overdue;
-        let mut t = lo;
-        while t < hi && t < now + window {
-            let i = (((t - now) / bin) as usize).min(bins - 1);
-            let end = (now + bin * (i + 1) as f64).min(hi);
-            out[i] += per_ms * (end - t);
-            t = end;
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -488,30 +426,19 @@ mod tests {
     }
 
     #[test]
-    fn due_bins_spread_buckets_over_their_width() {
-        let now = UNIX_EPOCH + Duration::from_secs(1000);
-        let buckets = [
-            bucket(None, 999_000, 1024, 3),           // overdue
-            bucket(Some(1), 1_000_000, 20_000, 10),   // spans bins 0 and 1 evenly
-            bucket(Some(2), 1_030_000, 100_000, 100), // 10 s of it inside the window
-        ];
-        let bins = due_bins(&buckets, now, Duration::from_secs(40), 4);
-        let want = [3.0 + 5.0, 5.0, 0.0, 10.0];
-        for (got, want) in bins.iter().zip(want) {
-            assert!((got - want).abs() < 1e-9, "{bins:?}");
-        }
-    }
-
-    #[test]
-    fn due_bins_count_a_started_bucket_s_past_part_as_due() {
+    fn no_leader_warns_only_when_jobs_are_due() {
         let now = UNIX_EPOCH + Duration::from_secs(10);
-        let bins = due_bins(
-            &[bucket(Some(0), 9_500, 1_000, 10)],
-            now,
-            Duration::from_secs(4),
-            4,
-        );
-        assert!((bins[0] - 10.0).abs() < 1e-9, "{bins:?}");
-        assert_eq!(bins.iter().sum::<f64>(), 10.0);
+        let mut stats = crate::stats::build("m", 3, 0, 0, 0, &[], (10, 0)).unwrap();
+        assert_eq!(stats.now, now);
+        let later = [bucket(Some(0), 11_000, 1024, 2)];
+        assert!(no_leader(&stats, &later).0.is_empty(), "none due yet");
+        let due = [
+            bucket(None, 9_000, 1024, 1),
+            bucket(Some(0), 11_000, 1024, 2),
+        ];
+        let html = no_leader(&stats, &due).into_string();
+        assert!(html.contains("No leader: 1 job is due"), "{html}");
+        stats.leader = Some("host-1".into());
+        assert!(no_leader(&stats, &due).0.is_empty(), "a leader runs");
     }
 }

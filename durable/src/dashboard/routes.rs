@@ -2,7 +2,7 @@
 
 use super::html::{self, enc, Ctx};
 use super::queue::QueueView;
-use super::{metrics, same_token, State};
+use super::{metrics, same_token, State, LOOK_INDEX};
 use axum::extract::{Form, NestedPath, Path, Query};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{Html, IntoResponse, Redirect, Response};
@@ -129,22 +129,28 @@ fn no_store(page: Markup) -> impl IntoResponse {
     )
 }
 
-fn unknown_queue(ctx: &Ctx<'_>, name: &str) -> Response {
-    error_page(
-        StatusCode::NOT_FOUND,
-        ctx,
-        &format!("no queue {name:?} on this dashboard"),
-    )
+fn unknown_queue(state: &State, ctx: &Ctx<'_>, name: &str) -> Response {
+    let message = if state.dashboard.every_queue.is_some() {
+        format!(
+            "no queue {name:?} on this server (a queue is there once a job was scheduled on it)"
+        )
+    } else {
+        format!("no queue {name:?} on this dashboard")
+    };
+    error_page(StatusCode::NOT_FOUND, ctx, &message)
 }
 
 async fn overview(axum::extract::State(state): Shared, base: Base, headers: HeaderMap) -> Response {
     let ctx = ctx(&state, &base, &headers, None);
+    state.look_again(LOOK_INDEX).await;
+    let shown = state.shown();
     let mut rows = Vec::new();
-    for (i, queue) in state.dashboard.queues.iter().enumerate() {
-        state.sample(i).await;
-        rows.push((queue, queue.stats().await.map_err(|e| e.to_string())));
+    for s in &shown {
+        state.sample(s).await;
+        rows.push((&s.queue, s.queue.stats().await.map_err(|e| e.to_string())));
     }
-    no_store(html::overview(&ctx, &rows)).into_response()
+    let looks = state.dashboard.every_queue.is_some();
+    no_store(html::overview(&ctx, &rows, looks, &state.problems())).into_response()
 }
 
 async fn queue_page(
@@ -160,10 +166,11 @@ async fn queue_page(
         &headers,
         params.get("msg").map(String::as_str),
     );
-    let Some((i, queue)) = state.queue(&name) else {
-        return unknown_queue(&ctx, &name);
+    let Some(shown) = state.queue(&name).await else {
+        return unknown_queue(&state, &ctx, &name);
     };
-    state.sample(i).await;
+    state.sample(&shown).await;
+    let queue = &shown.queue;
     let dead_from: usize = params
         .get("dead_from")
         .and_then(|from| from.parse().ok())
@@ -192,7 +199,7 @@ async fn queue_page(
     };
     match view.await {
         Ok(view) => {
-            let history = state.histories[i].lock().unwrap_or_else(|e| e.into_inner());
+            let history = shown.history.lock().unwrap_or_else(|e| e.into_inner());
             no_store(super::queue::queue_page(&ctx, &view, &history)).into_response()
         }
         Err(err) => error_page(StatusCode::BAD_GATEWAY, &ctx, &err.to_string()),
@@ -212,9 +219,10 @@ async fn job_page(
         &headers,
         params.get("msg").map(String::as_str),
     );
-    let Some((_, queue)) = state.queue(&name) else {
-        return unknown_queue(&ctx, &name);
+    let Some(shown) = state.queue(&name).await else {
+        return unknown_queue(&state, &ctx, &name);
     };
+    let queue = &shown.queue;
     let id = params.get("id").map(String::as_str).unwrap_or("");
     let found = async { Ok::<_, crate::Error>((queue.now().await?, queue.job(id).await?)) };
     match found.await {
@@ -242,9 +250,10 @@ async fn action(
     if !ctx.logged_in {
         return error_page(StatusCode::FORBIDDEN, &ctx, "actions need the access token");
     }
-    let Some((_, queue)) = state.queue(&name) else {
-        return unknown_queue(&ctx, &name);
+    let Some(shown) = state.queue(&name).await else {
+        return unknown_queue(&state, &ctx, &name);
     };
+    let queue = &shown.queue;
     let id = form.get("id").map(String::as_str).unwrap_or("");
     let kind = form.get("action").map(String::as_str).unwrap_or("");
     let done = match kind {
@@ -362,7 +371,9 @@ async fn logout(axum::extract::State(state): Shared, base: Base, headers: Header
 }
 
 async fn metrics_text(axum::extract::State(state): Shared) -> Response {
-    let text = metrics::render(&state.dashboard.queues).await;
+    state.look_again(LOOK_INDEX).await;
+    let queues: Vec<_> = state.shown().iter().map(|s| s.queue.clone()).collect();
+    let text = metrics::render(&queues).await;
     (
         [(
             header::CONTENT_TYPE,
