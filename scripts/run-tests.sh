@@ -10,6 +10,12 @@
 # With TICKLESS_DOCTESTS=1 the doc tests of the same packages run afterwards
 # (`cargo test --doc`, which cannot be built ahead: its limit, three times the other,
 # covers compiling each example).
+#
+# With TICKLESS_EXPECT=FILE, a run cannot pass short: FILE lists, a line each, the least
+# number of tests a binary must pass and its name as reported here (`<min> <package>
+# <kind> <target>`, or `<min> doc tests`); a binary missing, or passing fewer, fails the
+# run (a cfg lost, `required-features` no longer matched, a filter that matches nothing).
+# `TICKLESS_EXPECT_WRITE=FILE` writes what this run passed in that form.
 # Used by scripts/test.sh, scripts/test-variant.sh and .ci/run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -55,7 +61,14 @@ run_one() { # <limit> <dir> <name> <command...>
   shift 3
   printf '\n--- %s (limit %ss)\n' "$name" "$limit"
   local started=$SECONDS status=0
-  (cd "$dir" && CARGO_MANIFEST_DIR="$dir" timeout -k 10 "$limit" "$@") || status=$?
+  set +e
+  (cd "$dir" && CARGO_MANIFEST_DIR="$dir" timeout -k 10 "$limit" "$@") 2>&1 | tee "$work/out"
+  status=${PIPESTATUS[0]}
+  set -e
+  # The tests it passed: every "test result" line's count, summed (doc tests print one
+  # per crate).
+  printf '%s %s\n' "$(grep -Eo '^test result: [A-Za-z]+\. [0-9]+ passed' "$work/out" \
+    | awk '{ n += $4 } END { print n + 0 }')" "$name" >>"$work/passed"
   if [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then
     echo "=== TIMEOUT: $name did not finish within ${limit}s (a hang or a stuck loop): killed" >&2
     failed+=("$name (timed out after ${limit}s)")
@@ -74,6 +87,20 @@ if [ "${TICKLESS_DOCTESTS:-0}" = "1" ]; then
   run_one "$((3 * limit))" "$(pwd)" "doc tests" cargo test --doc "${cargo_args[@]}"
 fi
 
+if [ -n "${TICKLESS_EXPECT_WRITE:-}" ]; then
+  sort -k2 "$work/passed" >"$TICKLESS_EXPECT_WRITE"
+fi
+if [ -n "${TICKLESS_EXPECT:-}" ]; then
+  while read -r min name; do
+    case "$min" in ''|'#'*) continue ;; esac
+    got="$(awk -v name="$name" '{ n = $1; $1 = ""; sub(/^ /, ""); if ($0 == name) print n }' "$work/passed")"
+    if [ -z "$got" ]; then
+      failed+=("$name: expected (at least $min tests, $TICKLESS_EXPECT), never ran")
+    elif [ "$got" -lt "$min" ]; then
+      failed+=("$name: $got tests passed, at least $min expected ($TICKLESS_EXPECT)")
+    fi
+  done <"$TICKLESS_EXPECT"
+fi
 if [ "$ran" -eq 0 ]; then
   echo "run-tests: no test binary was built for: cargo test ${cargo_args[*]}" >&2
   exit 1

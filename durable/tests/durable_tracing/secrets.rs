@@ -154,8 +154,11 @@ async fn delivered(rx: &mut UnboundedReceiver<String>, id: &str) {
         let got = tokio::time::timeout(limit, rx.recv())
             .await
             .unwrap_or_else(|_| panic!("job {id} not delivered within {limit:?}"));
-        if got.as_deref() == Some(id) {
-            return;
+        match got {
+            Some(got) if got == id => return,
+            Some(_) => {}
+            // The worker ended (its sender dropped): recv would answer None at once, for ever.
+            None => panic!("the worker ended before job {id} was delivered"),
         }
     }
 }
