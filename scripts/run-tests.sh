@@ -107,7 +107,7 @@ if [ "$ran" -eq 0 ]; then
 fi
 if [ ${#failed[@]} -gt 0 ]; then
   echo "" >&2
-  echo "run-tests: ${#failed[@]} of $ran test runs failed:" >&2
+  echo "run-tests: ${#failed[@]} failures ($ran test runs):" >&2
   printf '  %s\n' "${failed[@]}" >&2
   exit 1
 fi

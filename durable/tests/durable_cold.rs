@@ -601,7 +601,12 @@ async fn a_lost_segment_does_not_hold_up_the_others() {
     std::fs::remove_file(&segments[0]).unwrap();
     queue.set_manual_clock(Some(at(T0 + FAR))).await.unwrap();
     let err = leader.step().await.unwrap_err();
-    assert!(err.is_store() && err.to_string().contains("GET"), "{err}");
+    // The error names the lost segment's object, as the README promises.
+    let object = segments[0].strip_prefix(&dir.0).unwrap().display().to_string();
+    assert!(
+        err.is_store() && err.to_string().contains(&format!("GET {object}")),
+        "not naming {object}: {err}"
+    );
     // The later window was loaded all the same, and its jobs run on time.
     assert_eq!(leader.stats().cold_loaded, 50);
     assert_eq!(queue.stats().await.unwrap().cold, due.len() as u64);
