@@ -602,7 +602,11 @@ async fn a_lost_segment_does_not_hold_up_the_others() {
     queue.set_manual_clock(Some(at(T0 + FAR))).await.unwrap();
     let err = leader.step().await.unwrap_err();
     // The error names the lost segment's object, as the README promises.
-    let object = segments[0].strip_prefix(&dir.0).unwrap().display().to_string();
+    let object = segments[0]
+        .strip_prefix(&dir.0)
+        .unwrap()
+        .display()
+        .to_string();
     assert!(
         err.is_store() && err.to_string().contains(&format!("GET {object}")),
         "not naming {object}: {err}"
