@@ -768,3 +768,58 @@ async fn two_deployments_sharing_a_store_keep_to_their_own_segments() {
         files(&dir.0)
     );
 }
+
+/// A cold job rescheduled to another far time (a day later): it leaves its window (whose
+/// count drops), goes cold again in the new window at the next pass, is not delivered
+/// with its old window, and is delivered once, at its new time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cold_job_rescheduled_to_another_far_window_comes_once_at_its_new_time() {
+    let server = RedisServer::start();
+    let dir = Dir::new("cold-far-again");
+    let (queue, mut leader, worker) = setup(&server, "cold-far-again", tier(&dir.0)).await;
+    let due = schedule_far(&queue, T0, 100).await;
+    leader.step().await.unwrap();
+    assert_eq!(leader.stats().cold_moved, 100);
+    let old_window = due["far:7"] - due["far:7"] % HOUR;
+    let later = T0 + FAR + 24 * HOUR + 123;
+    assert!(queue
+        .reschedule("far:7", When::At(at(later)))
+        .await
+        .unwrap());
+    let count = |windows: &[tickless_durable::ColdWindow], start: u64| {
+        windows
+            .iter()
+            .find(|w| w.start == at(start))
+            .map_or(0, |w| w.jobs)
+    };
+    let windows = queue.cold_windows().await.unwrap();
+    assert_eq!(
+        count(&windows, old_window),
+        99,
+        "its old window still counts it"
+    );
+    assert_eq!(
+        index_entries(&server, &queue).await,
+        99,
+        "its old index entry is gone"
+    );
+    // The next pass moves it out again, into its new window.
+    leader.step().await.unwrap();
+    let windows = queue.cold_windows().await.unwrap();
+    assert_eq!(count(&windows, old_window), 99);
+    assert_eq!(count(&windows, later - later % HOUR), 1, "{windows:?}");
+    assert_eq!(index_entries(&server, &queue).await, 100);
+    // Its old window comes, and the others with it; it does not.
+    let got = run_to(&queue, &mut leader, &worker, T0 + FAR + 100 * 1000).await;
+    assert_eq!(got.len(), 99);
+    assert!(got.iter().all(|(id, d)| id != "far:7" && *d == due[id]));
+    // Then at its new time, once.
+    let got = run_to(&queue, &mut leader, &worker, later - 1).await;
+    assert!(got.is_empty(), "early: {got:?}");
+    let got = run_to(&queue, &mut leader, &worker, later).await;
+    assert_eq!(got, [("far:7".to_string(), later)]);
+    assert!(run_to(&queue, &mut leader, &worker, later + HOUR)
+        .await
+        .is_empty());
+    assert!(queue.cold_windows().await.unwrap().is_empty());
+}
