@@ -823,3 +823,44 @@ async fn a_cold_job_rescheduled_to_another_far_window_comes_once_at_its_new_time
         .is_empty());
     assert!(queue.cold_windows().await.unwrap().is_empty());
 }
+
+/// The horizon, pinned: with now + horizon inside a window, exactly the jobs whose window
+/// starts at or after now + horizon move; those just below it stay in Redis, even one due
+/// after now + horizon whose window starts before it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exactly_the_windows_at_or_past_the_horizon_move() {
+    let server = RedisServer::start();
+    let dir = Dir::new("cold-horizon");
+    let (queue, mut leader, _worker) = setup(&server, "cold-horizon", tier(&dir.0)).await;
+    let horizon = T0 + 6 * HOUR;
+    assert_ne!(horizon % HOUR, 0, "now + horizon inside a window");
+    let first = horizon - horizon % HOUR + HOUR; // the first window starting past it
+    let jobs = [
+        ("below", horizon - 1, false),
+        ("straddling", horizon + 1, false),
+        ("last-below", first - 1, false),
+        ("first", first, true),
+        ("first-end", first + HOUR - 1, true),
+    ];
+    queue
+        .schedule_batch(
+            jobs.iter()
+                .map(|(id, due, _)| (*id, b"h".as_slice(), When::At(at(*due)))),
+        )
+        .await
+        .unwrap();
+    leader.step().await.unwrap();
+    for (id, _, moves) in jobs {
+        let state = queue.job(id).await.unwrap().unwrap().state;
+        let want = if moves {
+            JobState::Cold
+        } else {
+            JobState::Scheduled
+        };
+        assert_eq!(state, want, "{id}");
+    }
+    assert_eq!(leader.stats().cold_moved, 2);
+    let windows = queue.cold_windows().await.unwrap();
+    assert_eq!(windows.len(), 1, "{windows:?}");
+    assert_eq!((windows[0].start, windows[0].jobs), (at(first), 2));
+}
