@@ -426,15 +426,7 @@ fn serve_finds_the_queues_and_refuses_actions_without_the_token() {
         .build()
         .unwrap();
     runtime.block_on(async {
-        if server.is_acl() {
-            // README: the dashboard's user needs `+scan` too (`durable::queue_names`).
-            let mut admin = server.admin().await;
-            let _: () = redis::cmd("ACL")
-                .arg(&["SETUSER", &support::readme_user().0, "+scan"])
-                .query_async(&mut admin)
-                .await
-                .unwrap();
-        }
+        server.allow_scan().await;
         let queue = Queue::connect(&server.url(), "served").await.unwrap();
         queue.schedule("x", b"1", Duration::ZERO).await.unwrap();
         // The meta key `serve` finds queues by: a leader writes it.
@@ -485,17 +477,7 @@ fn serve_shows_a_queue_created_after_it_started() {
             queue.schedule("x", b"1", Duration::ZERO).await.unwrap();
         })
     };
-    runtime.block_on(async {
-        if server.is_acl() {
-            // The dashboard looks for queues with SCAN (README: `+scan`).
-            let mut admin = server.admin().await;
-            let _: () = redis::cmd("ACL")
-                .arg(&["SETUSER", &support::readme_user().0, "+scan"])
-                .query_async(&mut admin)
-                .await
-                .unwrap();
-        }
-    });
+    runtime.block_on(server.allow_scan());
     schedule("first");
     let (_child, addr) = serve_bin(&server.url(), &[]);
     schedule("coldq");

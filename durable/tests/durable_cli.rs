@@ -62,18 +62,6 @@ fn run(args: &[&str], env_url: Option<&str>) -> Run {
     }
 }
 
-/// `queues` lists with `SCAN`: README's ACL user (the `acl` variant) needs `+scan`.
-async fn allow_scan(server: &RedisServer) {
-    if server.is_acl() {
-        let mut admin = server.admin().await;
-        let _: () = redis::cmd("ACL")
-            .arg(&["SETUSER", &support::readme_user().0, "+scan"])
-            .query_async(&mut admin)
-            .await
-            .unwrap();
-    }
-}
-
 /// Queue `name` on `server`, with one job due in an hour.
 async fn queue_with_a_job(server: &RedisServer, name: &str) -> Queue {
     let queue = Queue::connect(&server.url(), name).await.unwrap();
@@ -87,7 +75,7 @@ async fn queue_with_a_job(server: &RedisServer, name: &str) -> Queue {
 #[tokio::test]
 async fn queues_lists_each_queue_on_a_line() {
     let server = RedisServer::start();
-    allow_scan(&server).await;
+    server.allow_scan().await;
     let url = server.url();
     let empty = run(&["queues", &url], None);
     assert_eq!(empty.code, Some(0), "{}", empty.stderr);
@@ -108,7 +96,7 @@ async fn queues_lists_each_queue_on_a_line() {
 #[tokio::test]
 async fn every_command_takes_its_url_from_redis_url_when_given_none() {
     let server = RedisServer::start();
-    allow_scan(&server).await;
+    server.allow_scan().await;
     let url = server.url();
     queue_with_a_job(&server, "orders").await;
     let env = Some(url.as_str());
@@ -159,7 +147,7 @@ async fn every_command_takes_its_url_from_redis_url_when_given_none() {
 #[tokio::test]
 async fn inspect_of_a_mistyped_queue_says_no_such_queue_and_lists_those_there() {
     let server = RedisServer::start();
-    allow_scan(&server).await;
+    server.allow_scan().await;
     let url = server.url();
     for name in ["orders", "refunds"] {
         queue_with_a_job(&server, name).await;

@@ -265,6 +265,18 @@ impl RedisServer {
             .expect("connect as the default user")
     }
 
+    /// Gives README's ACL user (the `acl` variant) README's extra `+scan`, which listing
+    /// queues needs (`ConnectOptions::queue_names`: `serve`, `queues`); nothing otherwise.
+    pub async fn allow_scan(&self) {
+        if self.is_acl() {
+            let _: () = redis::cmd("ACL")
+                .arg(&["SETUSER", &readme_user().0, "+scan"])
+                .query_async(&mut self.admin().await)
+                .await
+                .expect("ACL SETUSER ... +scan");
+        }
+    }
+
     /// As [`url`](Self::url) but as `user` with `password` (empty `user`: the default).
     pub fn url_as(&self, user: &str, password: &str) -> String {
         self.url_with(&format!("{user}:{password}@"))
