@@ -267,6 +267,7 @@ impl RedisServer {
 
     /// Gives README's ACL user (the `acl` variant) README's extra `+scan`, which listing
     /// queues needs (`ConnectOptions::queue_names`: `serve`, `queues`); nothing otherwise.
+    #[cfg(feature = "redis")]
     pub async fn allow_scan(&self) {
         if self.is_acl() {
             let _: () = redis::cmd("ACL")
