@@ -1,7 +1,8 @@
 //! What the cold tier's tests share (durable_cold.rs on a directory, durable_cold_s3.rs
 //! on s3s-fs): a temporary directory, the queue on the manual clock with its leader and
-//! a worker, far jobs, the clock moved and the jobs drained (each checked not early),
-//! counts read from Redis. Each test binary uses a part of it.
+//! a worker, far jobs, the clock moved and the jobs drained (each checked not early, and
+//! with `stride_to` not late either), counts read from Redis. Each test binary uses a
+//! part of it.
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
@@ -122,6 +123,47 @@ pub async fn run_to(
             worker.ack(&job).await.unwrap();
         }
     }
+}
+
+/// [`run_to`], checked on time as well as not early: what comes is exactly the jobs of
+/// `owed` due at or before `to`, each once and with its due time, and they leave `owed`. A
+/// drain stepped in strides with it sees each job come in the first stride whose end
+/// reaches its due time: a job filed later than its due time (a load that put it into the
+/// wheel late) fails it, as one handed out early does.
+pub async fn stride_to(
+    queue: &Queue,
+    leader: &mut Leader,
+    worker: &Worker,
+    to: u64,
+    owed: &mut BTreeMap<String, u64>,
+) -> Vec<(String, u64)> {
+    let got = run_to(queue, leader, worker, to).await;
+    let mut came: BTreeMap<String, u64> = BTreeMap::new();
+    for (id, due) in &got {
+        assert!(
+            came.insert(id.clone(), *due).is_none(),
+            "{id} came twice by {to}"
+        );
+        assert_eq!(
+            owed.get(id),
+            Some(due),
+            "{id} (due {due}) came by {to}: it was not owed, or owed at another time"
+        );
+    }
+    let late: Vec<(&String, &u64)> = owed
+        .iter()
+        .filter(|(id, &due)| due <= to && !came.contains_key(*id))
+        .collect();
+    assert!(
+        late.is_empty(),
+        "{} jobs due by {to} did not come by then (late), the first: {:?}",
+        late.len(),
+        &late[..late.len().min(5)]
+    );
+    for id in came.keys() {
+        owed.remove(id);
+    }
+    got
 }
 
 /// `t` in ms since the Unix epoch.

@@ -7,8 +7,10 @@
 //! 40,000 far jobs (200-byte payloads) due in one 1 h window 48 h ahead, so that each of
 //! the leader's takes is one segment of up to 10,000 jobs, committed and loaded in calls
 //! of 2,000. After the kills, every job is delivered exactly once to a worker of this
-//! process (no handler is killed here, so no repeat is allowed), at its scheduled due
-//! time or later; the index, `cseg`, `cwin` and the store's directory end empty.
+//! process (no handler is killed here, so no repeat is allowed), on time: the manual clock
+//! moves in 10-minute strides and each job comes in the stride that reaches its due time,
+//! neither before nor after; the index, `cseg`, `cwin` and the store's directory end
+//! empty.
 
 use super::cold_common::{files, ms};
 use super::log::{args, Proc};
@@ -398,11 +400,8 @@ fn run(scene: &mut Scene) {
     });
     assert_eq!(loaded.orphans(), 0);
 
-    // Past every due time: each job once, at its due time or later.
-    scene
-        .rt
-        .block_on(queue.set_manual_clock(Some(at(T0 + 53 * HOUR))))
-        .unwrap();
+    // Then the clock in strides, past every due time: each job once, in the stride that
+    // reaches its due time (never before, never after).
     let delivered = drain(scene, &due);
     loader.kill();
     assert_eq!(delivered, JOBS);
@@ -421,40 +420,90 @@ fn run(scene: &mut Scene) {
     assert!(files(&scene.dir).is_empty(), "{:?}", files(&scene.dir));
 }
 
-/// Claims and acks every job with a worker of this process; each must come once, with
-/// the due time it was scheduled for, claimed at it or later. How many came.
+/// How far the manual clock moves per stride of the drain.
+const STRIDE: u64 = 10 * 60_000;
+
+/// Moves the manual clock in strides, from just before the first due time to past the
+/// last, 10 minutes at a time; at each stride's end `t` the leader process (which follows
+/// the clock: moving it publishes a wake) promotes, and a worker of this process claims
+/// and acks, exactly the jobs due in the stride: each once, with the due time it was
+/// scheduled for, none before its due time (a load that put jobs straight into `ready`)
+/// and none after the stride that reaches it (a load that filed them behind their due
+/// times). A stride ends when the leader has caught up with `t` (no member of `due` at
+/// or before it but the lease marker, `ready` empty) and a claim finds nothing. How many
+/// came.
 fn drain(scene: &Scene, due: &BTreeMap<String, u64>) -> u64 {
     let worker = Arc::new(scene.queue.worker(WorkerOptions::default()));
-    let mut got: BTreeSet<String> = BTreeSet::new();
-    let start = Instant::now();
+    let first = *due.values().min().expect("jobs");
+    let last = *due.values().max().expect("jobs");
+    let mut owed = due.clone();
+    let mut delivered = 0;
+    let mut t = first - 1;
     scene.rt.block_on(async {
-        while got.len() < due.len() {
-            assert!(
-                start.elapsed() < LIMIT,
-                "{} of {} jobs delivered within {LIMIT:?}",
-                got.len(),
-                due.len()
-            );
-            let jobs = worker.try_claim(1000).await.unwrap();
-            if jobs.is_empty() {
-                tokio::time::sleep(Duration::from_millis(5)).await;
-                continue;
-            }
-            for job in &jobs {
-                let id = job.id().to_string();
-                let asked = *due.get(&id).unwrap_or_else(|| panic!("unknown job {id}"));
-                assert_eq!(ms(job.due()), asked, "{id}'s due time");
+        let mut admin = scene.server.admin().await;
+        loop {
+            scene.queue.set_manual_clock(Some(at(t))).await.unwrap();
+            let start = Instant::now();
+            let mut came: BTreeSet<String> = BTreeSet::new();
+            loop {
                 assert!(
-                    job.claimed_at() >= job.due(),
-                    "{id} claimed at {} before its due time {asked}",
-                    ms(job.claimed_at())
+                    start.elapsed() < LIMIT,
+                    "the stride to {t}: the leader not caught up within {LIMIT:?}; {} came",
+                    came.len()
                 );
-                assert!(got.insert(id.clone()), "{id} delivered twice");
+                let jobs = worker.try_claim(1000).await.unwrap();
+                for job in &jobs {
+                    let id = job.id().to_string();
+                    let asked = *due.get(&id).unwrap_or_else(|| panic!("unknown job {id}"));
+                    assert_eq!(ms(job.due()), asked, "{id}'s due time");
+                    assert!(
+                        asked <= t && ms(job.claimed_at()) >= asked,
+                        "{id} handed out at {} (the stride to {t}) before its due time {asked}",
+                        ms(job.claimed_at())
+                    );
+                    assert!(
+                        owed.remove(&id).is_some(),
+                        "{id} delivered twice (again in the stride to {t})"
+                    );
+                    came.insert(id);
+                }
+                let acks = jobs.iter().map(|job| worker.ack(job));
+                for acked in futures::future::join_all(acks).await {
+                    assert!(acked.unwrap(), "an ack of a live delivery");
+                }
+                if !jobs.is_empty() {
+                    continue;
+                }
+                let due_now: Vec<String> = redis::cmd("ZRANGEBYSCORE")
+                    .arg(scene.key("due"))
+                    .arg("-inf")
+                    .arg(t)
+                    .query_async(&mut admin)
+                    .await
+                    .unwrap();
+                let ready: u64 = redis::cmd("LLEN")
+                    .arg(scene.key("ready"))
+                    .query_async(&mut admin)
+                    .await
+                    .unwrap();
+                // The lease marker (contract.rs's LEASE_MARKER) is no job.
+                if ready == 0 && due_now.iter().all(|m| m == "l") {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
             }
-            let acks = jobs.iter().map(|job| worker.ack(job));
-            for acked in futures::future::join_all(acks).await {
-                assert!(acked.unwrap(), "an ack of a live delivery");
+            let late: Vec<(&String, &u64)> = owed.iter().filter(|(_, &d)| d <= t).collect();
+            assert!(
+                late.is_empty(),
+                "{} jobs due by {t} did not come in its stride (late), the first: {:?}",
+                late.len(),
+                &late[..late.len().min(5)]
+            );
+            delivered += came.len() as u64;
+            if t >= last {
+                break;
             }
+            t += STRIDE;
         }
         // Nothing more comes: every job's record is gone.
         let stats = scene.queue.stats().await.unwrap();
@@ -465,5 +514,6 @@ fn drain(scene: &Scene, due: &BTreeMap<String, u64>) -> u64 {
         );
         assert!(worker.try_claim(1000).await.unwrap().is_empty());
     });
-    got.len() as u64
+    assert!(owed.is_empty(), "never delivered: {owed:?}");
+    delivered
 }
