@@ -23,7 +23,8 @@
 //! # Why nothing is lost, doubled or early
 //!
 //! - A crash between the PUT and the commit leaves jobs in the wheel and an object no
-//!   index entry names: [`sweep`] deletes it at the next leadership's first pass.
+//!   index entry names: [`sweep`] deletes it at the next leadership's first pass (and
+//!   every [`ColdTier::sweep_every`] after it, for a stale leader's late PUT).
 //! - A commit, load or retire of a leader that lost its lease is refused by its token.
 //! - A load repeated after a crash loads only ids whose index entry still names the
 //!   segment; each load call removes the entries of the jobs it inserts, atomically.
@@ -94,6 +95,7 @@ pub struct ColdTier {
     window: Duration,
     lead: Option<Duration>,
     every: Duration,
+    sweep_every: Duration,
 }
 
 impl fmt::Debug for ColdTier {
@@ -107,6 +109,7 @@ impl fmt::Debug for ColdTier {
             .field("window", &self.window)
             .field("lead", &self.lead())
             .field("check_every", &self.every)
+            .field("sweep_every", &self.sweep_every)
             .finish()
     }
 }
@@ -120,7 +123,8 @@ const SEGMENT_JOBS: usize = MAX_BATCH;
 
 impl ColdTier {
     /// A tier on `store`, with the defaults: objects under `tickless/`, a 6 h horizon, 1 h
-    /// windows, loaded half the horizon ahead, the leader looking every 10 s.
+    /// windows, loaded half the horizon ahead, the leader looking every 10 s and sweeping
+    /// the store every hour.
     pub fn new(store: Arc<dyn ObjectStore>) -> ColdTier {
         // S3's client (feature `s3`) takes rustls's process-wide provider: ring, as for
         // `rediss://`. One already installed (by the application) is kept.
@@ -132,6 +136,7 @@ impl ColdTier {
             window: Duration::from_secs(3600),
             lead: None,
             every: Duration::from_secs(10),
+            sweep_every: Duration::from_secs(3600),
         }
     }
 
@@ -215,6 +220,19 @@ impl ColdTier {
         self
     }
 
+    /// How often a leader sweeps the store again (default 1 h): deletes the objects of
+    /// its deployment that no segment of Redis names. A new leadership's first pass
+    /// always sweeps; the later sweeps delete what arrived since: the object of a move
+    /// whose leader lost its lease between its PUT and its commit (which its token then
+    /// refused), written after the new leadership's first sweep. Each sweep is one LIST
+    /// of the deployment's objects; the first pass (see
+    /// [`check_every`](ColdTier::check_every)) at least this long after the last sweep
+    /// sweeps.
+    pub fn sweep_every(mut self, every: Duration) -> ColdTier {
+        self.sweep_every = every;
+        self
+    }
+
     /// The objects' prefix in the store (default `tickless`): a queue's segments are
     /// under `<root>/<queue name>/<deployment>/`, the deployment being an id kept in the
     /// queue's Redis, so that deployments with queues of one name can share a root.
@@ -225,6 +243,10 @@ impl ColdTier {
 
     pub(crate) fn every(&self) -> Duration {
         self.every
+    }
+
+    pub(crate) fn sweep_period(&self) -> Duration {
+        self.sweep_every
     }
 
     /// What deployment `dep` of `queue` owns: `<root>/<queue>/<dep>/`.
@@ -396,7 +418,8 @@ pub(crate) struct Pass {
 }
 
 /// One pass of the leader holding `token`: with `sweep_first` (a new leadership's first
-/// pass), the store's orphans first; then every move due; then every load due. What it
+/// pass, or the first a [`ColdTier::sweep_every`] after its last sweep), the store's
+/// orphans first; then every move due; then every load due. What it
 /// did, whether or not it ended in an error (a load that failed at one segment has still
 /// loaded the others).
 pub(crate) async fn pass(
@@ -707,9 +730,10 @@ async fn load_segment(
 }
 
 /// Deletes the objects of this deployment's part of the store that no segment of Redis
-/// names; how many. Run by a new leadership before its first move, so no move of its own
-/// is between its PUT and its commit; an older leadership's commit would be refused by
-/// its token. Another deployment's objects (another `cdep`) are never listed.
+/// names; how many. Run first in a pass (a new leadership's first, then one every
+/// [`ColdTier::sweep_every`]), before its moves, so no move of this leader's own is
+/// between its PUT and its commit; an older leadership's commit would be refused by its
+/// token. Another deployment's objects (another `cdep`) are never listed.
 pub(crate) async fn sweep(queue: &Queue, tier: &ColdTier) -> Result<u64, Error> {
     let Some(dep) = queue.cold_deployment().await? else {
         // No take has run: this deployment has written nothing.

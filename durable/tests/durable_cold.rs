@@ -853,3 +853,72 @@ async fn exactly_the_windows_at_or_past_the_horizon_move() {
     assert_eq!(windows.len(), 1, "{windows:?}");
     assert_eq!((windows[0].start, windows[0].jobs), (at(first), 2));
 }
+
+/// The periodic sweep: an object of the deployment that no segment names, which lands
+/// after the leadership's first sweep (the late PUT of a leader cut off from its lease),
+/// is deleted by the live leader (no new leadership) at its next sweep, one
+/// `sweep_every` after the last. The spawned leader's passes run on this process's clock
+/// (a pass every 10 ms, a sweep every 200 ms; the queue's clock stays manual), so each wait
+/// has a limit that names it; what is asserted is counted in sweeps (the store's LISTs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_leader_sweeps_an_orphan_within_one_sweep_period() {
+    let server = RedisServer::start();
+    let dir = Dir::new("cold-sweep");
+    let faulty = Faulty::new(&dir.0);
+    let period = Duration::from_millis(200);
+    let tier = ColdTier::new(Arc::new(faulty.clone()))
+        .horizon(Duration::from_secs(6 * 3600))
+        .window(Duration::from_secs(3600))
+        .check_every(Duration::from_millis(10))
+        .sweep_every(period);
+    let queue = Queue::connect(&server.url(), &support::queue_name("cold-sweep"))
+        .await
+        .unwrap()
+        .with_cold_tier(tier);
+    queue.set_manual_clock(Some(at(T0))).await.unwrap();
+    schedule_far(&queue, T0, 100).await;
+    let spawned = std::time::Instant::now();
+    let leader = queue.leader(LeaderOptions::default()).spawn();
+    wait_until(Duration::from_secs(10), "the far jobs to move", || {
+        let moved = leader.stats().cold_moved;
+        async move { moved == 100 }
+    })
+    .await;
+    let segments = files(&dir.0);
+    assert_eq!(segments.len(), 1, "{segments:?}");
+
+    // The orphan, landing after the leadership's first sweep (which came before its
+    // move): a copy of the segment under a number Redis never gave out.
+    let orphan = segments[0].with_file_name("999999.seg");
+    std::fs::copy(&segments[0], &orphan).unwrap();
+    let lists_before = faulty.lists();
+    wait_until(
+        Duration::from_secs(10),
+        "the orphan to be swept by the live leader",
+        || {
+            let gone = !orphan.exists();
+            async move { gone }
+        },
+    )
+    .await;
+    // Within one period: by the sweep that was listing as it landed, or the next.
+    let sweeps = faulty.lists() - lists_before;
+    assert!(sweeps <= 2, "{sweeps} sweeps before the orphan went");
+    // Periodic, not every pass: at most one sweep per period since the leader started.
+    let periods = (spawned.elapsed().as_millis() / period.as_millis()) as u64;
+    assert!(
+        faulty.lists() <= periods + 1,
+        "{} sweeps in {periods} periods",
+        faulty.lists()
+    );
+    let stats = leader.stats();
+    assert_eq!(
+        (stats.leaderships, stats.errors),
+        (1, 0),
+        "one leadership, no error: {stats:?}"
+    );
+    // The segment Redis names stays, and its jobs with it.
+    assert_eq!(files(&dir.0), segments);
+    assert_eq!(index_entries(&server, &queue).await, 100);
+    leader.stop().await.unwrap();
+}

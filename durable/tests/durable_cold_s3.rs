@@ -232,19 +232,6 @@ async fn a_stopped_s3_server_fails_the_pass_and_nothing_leaves_redis_or_is_lost(
     assert_eq!(delivered.len(), due.len(), "lost jobs");
 }
 
-/// Polls `what` every 10 ms until it holds, for at most `limit`.
-async fn wait_until<F: std::future::Future<Output = bool>>(
-    limit: Duration,
-    what: &str,
-    mut check: impl FnMut() -> F,
-) {
-    let deadline = Instant::now() + limit;
-    while !check().await {
-        assert!(Instant::now() < deadline, "waited {limit:?} for {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_store_never_holds_up_the_ticks_and_loses_nothing() {
     // Real time and the spawned leader: its cold pass is a task beside its ticks.

@@ -16,21 +16,17 @@ use tokio::time::Instant;
 #[derive(Debug)]
 pub(super) struct ColdRun {
     at: Instant,
-    task: Option<(u64, PassTask)>,
-    /// The leadership (token) whose first pass swept the store's orphans.
-    swept: Option<u64>,
-    passes: u64,
+    /// The pass running now: its leadership (token), when it started if it sweeps first.
+    task: Option<(u64, Option<Instant>, PassTask)>,
+    /// The leadership (token) that last swept the store's orphans in a pass that ended
+    /// whole, and when that pass started: a new leadership's first pass sweeps, and then
+    /// the first pass a `ColdTier::sweep_every` after that.
+    swept: Option<(u64, Instant)>,
     /// Stepped by hand (`Leader::step`): its passes run there, whole, and none as a
     /// task (one started by the round and then stopped by the step could have taken
     /// jobs, or written an object, for nothing).
     by_hand: bool,
 }
-
-/// Every this many passes the leader sweeps the store again (an hour at the default
-/// `check_every`): a leader that lost its lease in the middle of a move may write its
-/// object after the new leader's first sweep.
-#[cfg(feature = "cold")]
-const SWEEP_EVERY: u64 = 360;
 
 /// A leader stopped or dropped stops its pass too (a pass cut short is a crash of its
 /// own: its token fences what it would still write, the next sweep deletes its object).
@@ -41,7 +37,7 @@ type PassTask = tokio::task::JoinHandle<(crate::cold::Pass, Result<(), Error>)>;
 #[cfg(feature = "cold")]
 impl Drop for ColdRun {
     fn drop(&mut self) {
-        if let Some((_, task)) = self.task.take() {
+        if let Some((_, _, task)) = self.task.take() {
             task.abort();
         }
     }
@@ -54,7 +50,6 @@ impl ColdRun {
             at: Instant::now(),
             task: None,
             swept: None,
-            passes: 0,
             by_hand: false,
         }
     }
@@ -79,11 +74,12 @@ impl Leader {
         if let (Some(tier), Role::Leading { token, .. }) =
             (self.queue.cold_tier().cloned(), self.role)
         {
-            if let Some((_, task)) = self.cold.task.take() {
+            if let Some((_, _, task)) = self.cold.task.take() {
                 task.abort();
             }
+            let started = Instant::now();
             let (pass, result) = crate::cold::pass(&self.queue, &tier, token, true).await;
-            self.cold_done(token, pass, result.is_ok());
+            self.cold_done(token, Some(started), pass, result.is_ok());
             result?;
         }
         Ok(())
@@ -112,7 +108,7 @@ impl Leader {
         if self.cold.by_hand {
             return;
         }
-        if let Some((_, task)) = &self.cold.task {
+        if let Some((_, _, task)) = &self.cold.task {
             if !task.is_finished() {
                 // Look again in `every`: `at` is past once a pass outlasts it, and the
                 // loop's deadline would then be past at every round, a loop that never
@@ -121,9 +117,9 @@ impl Leader {
                 return;
             }
         }
-        if let Some((ran, task)) = self.cold.task.take() {
+        if let Some((ran, swept_at, task)) = self.cold.task.take() {
             if let Ok((pass, result)) = task.await {
-                self.cold_done(ran, pass, result.is_ok());
+                self.cold_done(ran, swept_at, pass, result.is_ok());
                 if let Err(err) = result {
                     self.queue.report("leader", &err).await;
                     crate::trace::event!(warn, queue = self.queue.name(), error = %err, "cold tier pass failed");
@@ -137,25 +133,38 @@ impl Leader {
         }
         self.cold.at = now + tier.every();
         let queue = self.queue.clone();
-        // A new leadership's first pass sweeps, and every SWEEP_EVERY-th after it.
-        self.cold.passes += 1;
-        let sweep = self.cold.swept != Some(token) || self.cold.passes % SWEEP_EVERY == 0;
+        // A new leadership's first pass sweeps, and the first a `sweep_every` after its
+        // last sweep.
+        let sweep = match self.cold.swept {
+            Some((led, at)) if led == token => {
+                now.saturating_duration_since(at) >= tier.sweep_period()
+            }
+            _ => true,
+        };
         self.cold.task = Some((
             token,
+            sweep.then_some(now),
             tokio::spawn(async move { crate::cold::pass(&queue, &tier, token, sweep).await }),
         ));
     }
 
     #[cfg(feature = "cold")]
-    /// What a pass did (`whole`: it ended without an error) goes into the stats.
-    pub(super) fn cold_done(&mut self, token: u64, pass: crate::cold::Pass, whole: bool) {
+    /// What a pass did (`whole`: it ended without an error) goes into the stats; a pass
+    /// that swept (`swept_at`: when it started) and ended whole is the last sweep.
+    pub(super) fn cold_done(
+        &mut self,
+        token: u64,
+        swept_at: Option<Instant>,
+        pass: crate::cold::Pass,
+        whole: bool,
+    ) {
         if pass.fenced {
             // Redis refused the token: this leadership has ended.
             if matches!(self.role, Role::Leading { token: now, .. } if now == token) {
                 self.lose();
             }
-        } else if whole {
-            self.cold.swept = Some(token);
+        } else if let (true, Some(at)) = (whole, swept_at) {
+            self.cold.swept = Some((token, at));
         }
         self.shared
             .cold_moved

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 use tickless_durable::JobState;
 use tickless_durable::{ColdTier, Leader, LeaderOptions, Queue, When, Worker, WorkerOptions};
 use tickless_test_support::{at, queue_name, RedisServer, T0};
@@ -164,6 +164,22 @@ pub async fn stride_to(
         owed.remove(id);
     }
     got
+}
+
+/// Polls `what` every 10 ms until it holds, for at most `limit`.
+pub async fn wait_until<F: std::future::Future<Output = bool>>(
+    limit: Duration,
+    what: &str,
+    mut check: impl FnMut() -> F,
+) {
+    let deadline = std::time::Instant::now() + limit;
+    while !check().await {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "waited {limit:?} for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 /// `t` in ms since the Unix epoch.

@@ -1,7 +1,7 @@
 //! A store that fails on command, over a real directory (`object_store`'s
 //! `LocalFileSystem`): errors, a full disk (ENOSPC, as the filesystem says it), and hangs
 //! at each step of a move or a load, which stand for a leader killed there (its pass stops
-//! and never comes back, until `release`).
+//! and never comes back, until `release`). It counts the LISTs (the leader's sweeps).
 
 use async_trait::async_trait;
 use futures::stream::{BoxStream, StreamExt};
@@ -12,7 +12,7 @@ use object_store::{
     PutMultipartOptions, PutOptions, PutPayload, PutResult, Result,
 };
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::watch;
@@ -42,6 +42,7 @@ pub struct Faulty {
     fault: Arc<Mutex<Fault>>,
     hung: Arc<AtomicBool>,
     released: watch::Sender<bool>,
+    lists: Arc<AtomicU64>,
 }
 
 impl fmt::Debug for Faulty {
@@ -67,6 +68,7 @@ impl Faulty {
             fault: Arc::new(Mutex::new(Fault::None)),
             hung: Arc::new(AtomicBool::new(false)),
             released: watch::channel(false).0,
+            lists: Arc::new(AtomicU64::new(0)),
         }
     }
 
@@ -76,6 +78,11 @@ impl Faulty {
 
     fn fault(&self) -> Fault {
         *self.fault.lock().unwrap()
+    }
+
+    /// LISTs asked of it so far (each sweep of the leader is one).
+    pub fn lists(&self) -> u64 {
+        self.lists.load(Ordering::SeqCst)
     }
 
     /// Lets every hung call go on.
@@ -168,6 +175,7 @@ impl ObjectStore for Faulty {
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
+        self.lists.fetch_add(1, Ordering::SeqCst);
         self.inner.list(prefix)
     }
 
