@@ -18,6 +18,9 @@ use tickless_durable::{ColdTier, JobState, LeaderOptions, Queue, When};
 mod cold {
     pub mod common;
     pub mod faulty;
+    // What the metrics, the dashboard, `inspect` and the counters say of the tier.
+    #[cfg(feature = "dashboard")]
+    pub mod surfaces;
 }
 use cold::common::*;
 use cold::faulty::{Fault, Faulty};
