@@ -391,7 +391,10 @@ mod tests {
             .map(|i| sessions.open(t0 + 13 * hour + hour / 3600 * i).unwrap())
             .collect();
         // 1024 open: `kept`, used least recently, made room for the last of them.
-        assert!(!sessions.check(&kept, t0 + 14 * hour), "the least recently used");
+        assert!(
+            !sessions.check(&kept, t0 + 14 * hour),
+            "the least recently used"
+        );
         assert!(sessions.check(&first, t0 + 14 * hour));
         let one_more = sessions.open(t0 + 14 * hour).unwrap();
         assert!(sessions.check(&first, t0 + 14 * hour), "used last: kept");
