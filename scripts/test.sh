@@ -85,3 +85,12 @@ if [ $# -eq 0 ] && [ -z "${TICKLESS_EXPECT_WRITE:-}" ]; then
 fi
 REDIS_URL="redis://127.0.0.1:$port/" TICKLESS_DOCTESTS=1 \
   bash scripts/run-tests.sh --all-features "$@"
+
+# Run whole, also the README's 48-hour cold scenario, small (durable/examples/cold_ratings.rs:
+# 2,000 trips on the manual clock, ~1 s; it exits non-zero on anything lost, doubled or
+# early). `cargo test` built it above.
+if [ $# -eq 0 ]; then
+  echo "=== example cold_ratings, 2000 trips (README's cold scenario)"
+  REDIS_URL="redis://127.0.0.1:$port/" \
+    timeout 120 "${CARGO_TARGET_DIR:-target}/debug/examples/cold_ratings" 2000
+fi

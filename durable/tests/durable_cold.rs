@@ -18,12 +18,14 @@ use tickless_durable::{ColdTier, JobState, LeaderOptions, Queue, When};
 mod cold {
     pub mod common;
     pub mod faulty;
+    pub mod tmpfs;
     // What the metrics, the dashboard, `inspect` and the counters say of the tier.
     #[cfg(feature = "dashboard")]
     pub mod surfaces;
 }
 use cold::common::*;
 use cold::faulty::{Fault, Faulty};
+use cold::tmpfs::Tmpfs;
 
 fn tier(dir: &Path) -> ColdTier {
     ColdTier::local(dir)
@@ -268,30 +270,63 @@ async fn a_damaged_segment_is_refused_not_loaded() {
 async fn a_read_only_or_full_store_is_a_clear_error_and_nothing_leaves_redis() {
     use std::os::unix::fs::PermissionsExt;
     let server = RedisServer::start();
-    // A read-only directory (root writes through its mode, so as root this case is
-    // left to the full disk below).
-    if !is_root() {
-        let dir = Dir::new("cold-readonly");
-        let (queue, mut leader, _worker) = setup(&server, "cold-readonly", tier(&dir.0)).await;
-        let jobs_key = jobs_key(&queue);
-        schedule_far(&queue, T0, 50).await;
-        std::fs::set_permissions(&dir.0, std::fs::Permissions::from_mode(0o555)).unwrap();
-        let result = leader.step().await;
-        std::fs::set_permissions(&dir.0, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let err = result.unwrap_err();
-        assert!(err.is_store() && err.to_string().contains("PUT"), "{err}");
-        assert_eq!(hlen(&server, &jobs_key).await, 50);
-    }
-    // A full disk: the PUT fails as the filesystem says it (ENOSPC).
-    let dir = Dir::new("cold-full");
-    let faulty = Faulty::new(&dir.0);
-    faulty.set(Fault::Full);
-    let (queue, mut leader, _worker) = setup(
-        &server,
-        "cold-full",
-        ColdTier::new(Arc::new(faulty.clone())),
-    )
-    .await;
+
+    // Read-only: as root (CI) a tmpfs remounted read-only, which refuses root too;
+    // otherwise a directory of mode 0o555.
+    let tmpfs = Tmpfs::mount("cold-readonly", 1 << 20);
+    let plain = tmpfs.is_none().then(|| Dir::new("cold-readonly"));
+    let dir = tmpfs
+        .as_ref()
+        .map_or_else(|| plain.as_ref().unwrap(), |t| &t.dir);
+    let (queue, mut leader, _worker) = setup(&server, "cold-readonly", tier(&dir.0)).await;
+    let readonly_jobs = jobs_key(&queue);
+    schedule_far(&queue, T0, 50).await;
+    let result = match &tmpfs {
+        Some(tmpfs) => {
+            tmpfs.read_only();
+            leader.step().await
+        }
+        None => {
+            eprintln!("not root: the read-only store is a 0o555 directory, not a read-only mount");
+            std::fs::set_permissions(&dir.0, std::fs::Permissions::from_mode(0o555)).unwrap();
+            let result = leader.step().await;
+            std::fs::set_permissions(&dir.0, std::fs::Permissions::from_mode(0o755)).unwrap();
+            result
+        }
+    };
+    let err = result.unwrap_err();
+    let reason = if tmpfs.is_some() {
+        "Read-only file system"
+    } else {
+        "Permission denied"
+    };
+    assert!(
+        err.is_store() && err.to_string().contains("PUT") && err.to_string().contains(reason),
+        "{err}"
+    );
+    assert_eq!(hlen(&server, &readonly_jobs).await, 50);
+    assert!(files(&dir.0).is_empty(), "{:?}", files(&dir.0));
+    drop((queue, leader, _worker, tmpfs, plain));
+
+    // Full: as root a tmpfs filled to its last byte; otherwise the filesystem's own
+    // ENOSPC, injected (Faulty).
+    let tmpfs = Tmpfs::mount("cold-full", 256 << 10);
+    let plain = tmpfs.is_none().then(|| Dir::new("cold-full"));
+    let faulty = plain.as_ref().map(|dir| {
+        eprintln!("not root: the full store is an injected ENOSPC, not a full filesystem");
+        let faulty = Faulty::new(&dir.0);
+        faulty.set(Fault::Full);
+        faulty
+    });
+    let store = match (&tmpfs, &faulty) {
+        (Some(tmpfs), _) => {
+            tmpfs.fill();
+            tier(&tmpfs.dir.0)
+        }
+        (None, Some(faulty)) => ColdTier::new(Arc::new(faulty.clone())),
+        (None, None) => unreachable!("one of the two"),
+    };
+    let (queue, mut leader, _worker) = setup(&server, "cold-full", store).await;
     let jobs_key = jobs_key(&queue);
     schedule_far(&queue, T0, 50).await;
     let err = leader.step().await.unwrap_err();
@@ -304,16 +339,10 @@ async fn a_read_only_or_full_store_is_a_clear_error_and_nothing_leaves_redis() {
         50,
         "a job left Redis for a store that failed"
     );
-    assert!(files(&dir.0).is_empty());
-}
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .map(|s| {
-            s.lines()
-                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
+    if let Some(tmpfs) = &tmpfs {
+        // Nothing half-written left beside the filler.
+        assert_eq!(files(&tmpfs.dir.0), vec![tmpfs.dir.0.join("filler")]);
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -22,12 +22,17 @@
 //! - a callback's cancel racing its fire: exactly one of "ran" and "cancelled".
 
 use super::registration::{Registration, IDLE};
+use super::shard::Shard;
+use super::token::{Requested, FIRE};
 use super::*;
+use crate::sync::{AtomicU64, Ordering};
 use crate::time::Sleep;
 use loom::sync::atomic::{AtomicBool, AtomicUsize};
 use loom::sync::Arc as LoomArc;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
+use std::task::Waker;
 use std::task::{Context, Poll, Wake};
 use std::time::Duration;
 

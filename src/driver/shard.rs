@@ -104,14 +104,7 @@ impl Shard {
                 Registered::Elapsed
             }
             Placed::Pending { queued } => {
-                let notify = state.notify_for(queued);
-                drop(state);
-                if let Some(tick) = notify {
-                    self.core.wake_for(tick);
-                }
-                // After the insert: if the runtime went before it, its sweep did not wake
-                // this timer, but the sweep's unlock made the stop visible here.
-                self.core.ensure_driver();
+                self.placed(state, queued);
                 Registered::Pending(key)
             }
         }
@@ -165,15 +158,23 @@ impl Shard {
                 Err(waker.expect("a registered timer's key is held"))
             }
             Placed::Pending { queued } => {
-                let notify = state.notify_for(queued);
-                drop(state);
-                if let Some(tick) = notify {
-                    self.core.wake_for(tick);
-                }
-                self.core.ensure_driver();
+                self.placed(state, queued);
                 Ok(())
             }
         }
+    }
+
+    /// After an entry was placed in a bucket (`queued`: a bucket newly queued, and when it
+    /// expires): tells the driver if it must turn earlier (ground rule 4), with the lock
+    /// released. Then, if the runtime went before the insert, its sweep did not wake this
+    /// timer, but the sweep's unlock made the stop visible here: start the fallback.
+    fn placed(&self, mut state: MutexGuard<'_, ShardState>, queued: Option<u64>) {
+        let notify = state.notify_for(queued);
+        drop(state);
+        if let Some(tick) = notify {
+            self.core.wake_for(tick);
+        }
+        self.core.ensure_driver();
     }
 }
 

@@ -186,23 +186,30 @@ impl Dashboard {
     /// The axum router of the dashboard. Called inside a tokio runtime, it also starts a
     /// task that samples the queues' stats, which ends when the router is dropped.
     pub fn router(self) -> axum::Router {
+        let state = self.state();
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(sample_forever(Arc::downgrade(&state)));
+        }
+        routes::router(state)
+    }
+}
+
+impl Dashboard {
+    /// What the router's handlers share.
+    fn state(self) -> Arc<State> {
         let shown = self
             .queues
             .iter()
             .map(|queue| Arc::new(Shown::new(queue.clone(), true)))
             .collect();
-        let state = Arc::new(State {
+        Arc::new(State {
             shown: RwLock::new(shown),
             look: tokio::sync::Mutex::new(None),
             problems: Mutex::new(Vec::new()),
             actions: !self.read_only && self.token.is_some(),
             sessions: Sessions::new(session::IDLE, session::MAX_SESSIONS),
             dashboard: self,
-        });
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(sample_forever(Arc::downgrade(&state)));
-        }
-        routes::router(state)
+        })
     }
 }
 
@@ -363,6 +370,40 @@ mod tests {
         let debug = format!("{:?}", Dashboard::new([]).action_token("s3cret-t0ken"));
         assert!(!debug.contains("s3cret-t0ken"), "{debug}");
         assert!(debug.contains("token: Some(\"<redacted>\")"), "{debug}");
+    }
+
+    /// The router's own sessions end as the module docs say: after 12 hours without a
+    /// request, and the least recently used first beyond 1024 (not only `Sessions` with
+    /// parameters, as session.rs tests it).
+    #[test]
+    fn the_routers_sessions_end_after_12_idle_hours_and_beyond_1024() {
+        let state = Dashboard::new([]).action_token("t").state();
+        let sessions = &state.sessions;
+        let t0 = std::time::Instant::now();
+        let hour = std::time::Duration::from_secs(3600);
+        let kept = sessions.open(t0).unwrap();
+        let idle = sessions.open(t0).unwrap();
+        assert!(sessions.check(&kept, t0 + 12 * hour - hour / 3600));
+        assert!(!sessions.check(&idle, t0 + 12 * hour), "open 12 h idle");
+
+        let first = sessions.open(t0 + 13 * hour).unwrap();
+        let later: Vec<String> = (1..1024)
+            .map(|i| sessions.open(t0 + 13 * hour + hour / 3600 * i).unwrap())
+            .collect();
+        // 1024 open: `kept`, used least recently, made room for the last of them.
+        assert!(
+            !sessions.check(&kept, t0 + 14 * hour),
+            "the least recently used"
+        );
+        assert!(sessions.check(&first, t0 + 14 * hour));
+        let one_more = sessions.open(t0 + 14 * hour).unwrap();
+        assert!(sessions.check(&first, t0 + 14 * hour), "used last: kept");
+        assert!(
+            !sessions.check(&later[0], t0 + 14 * hour),
+            "the least recently used"
+        );
+        assert!(sessions.check(&later[1], t0 + 14 * hour));
+        assert!(sessions.check(&one_more, t0 + 14 * hour));
     }
 
     #[test]
