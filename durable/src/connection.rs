@@ -198,7 +198,11 @@ impl ConnectOptions {
     /// its answer lost in a failover): each call carries a token, and the script
     /// remembers, for the limit plus a second, which jobs due within that time each
     /// token added (the queue's `sent` key; about 1 µs of Redis CPU per such job, none
-    /// for later jobs, none for acks). The limit covers the whole call, its `WAIT`
+    /// for later jobs, none for acks). Exact as far as the master that answers the
+    /// resend had the try before: a try that only a master killed under it had stored
+    /// (not yet sent to its replica, `WAIT` or not), whose job it had already handed
+    /// out, is stored again on the promoted replica, and that job runs twice. The limit
+    /// covers the whole call, its `WAIT`
     /// included. Default: 10 s on a cluster, where a master's failover moves the
     /// queue to a replica and the client's map of slots catches up (measured here from
     /// the kill to the first schedule answered again: 2.7 to 4.5 s with

@@ -1,6 +1,7 @@
 //! Durable jobs on the Redis people deploy: over TLS (`rediss://`, a CA of the test's
 //! own), on a Redis Cluster (many queues over the masters, a master's failover in
-//! `failover.rs`, what it costs the other queues in `isolation.rs`, a slot migrated while jobs flow in `migration.rs`), and with `WAIT` for
+//! `failover.rs`, checked against `failover_model.rs`, what it costs the other queues in
+//! `isolation.rs`, a slot migrated while jobs flow in `migration.rs`), and with `WAIT` for
 //! replicas. Real `redis-server`s started by the tests; quick (a few seconds each).
 
 use tickless_test_support as support;
@@ -9,6 +10,8 @@ use tickless_test_support as support;
 mod cluster;
 #[path = "durable_deploy/failover.rs"]
 mod failover;
+#[path = "durable_deploy/failover_model.rs"]
+mod failover_model;
 #[path = "durable_deploy/isolation.rs"]
 mod isolation;
 #[path = "durable_deploy/migration.rs"]

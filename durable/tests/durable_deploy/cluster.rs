@@ -24,6 +24,9 @@ pub struct Delivery {
     pub id: String,
     /// The handler's own reading of the clock, first thing when it ran.
     pub started: SystemTime,
+    /// Its number ([`Job::delivery`](tickless_durable::Job::delivery)): meta's count of
+    /// claims on the master that handed it out.
+    pub delivery: u64,
 }
 
 impl Delivery {
@@ -76,9 +79,15 @@ impl Running {
             let (tx, name) = (self.tx.clone(), name.clone());
             let run = queue.worker(worker.clone()).run(move |job| {
                 let (tx, queue, id) = (tx.clone(), name.clone(), job.id().to_string());
+                let delivery = job.delivery();
                 async move {
                     let started = SystemTime::now();
-                    let _ = tx.send(Delivery { queue, id, started });
+                    let _ = tx.send(Delivery {
+                        queue,
+                        id,
+                        started,
+                        delivery,
+                    });
                     Ok::<(), String>(())
                 }
             });

@@ -1,8 +1,10 @@
 //! A master of a Redis Cluster killed with SIGKILL while jobs flow and schedules keep
 //! coming, from clients with `wait_for_replicas` and without: what its replica had is
-//! what survives, a schedule `WAIT` acknowledged is never lost, a job comes twice only
-//! if the dead master handed it out (or the test itself sent its schedule again after a
-//! call failed, and after the job ran: the queue's own resends never repeat a job), and
+//! what survives. A job is lost only if its schedule was the last its queue sent before
+//! the master died, answered without `WAIT`; a job comes twice only if a write the dead
+//! master made for it never reached the replica (its ack: again when its lease ends; its
+//! claim: again at once; its schedule, after the dead master handed the job out: stored
+//! again by the call in flight at the kill), each told by what the replica held; and
 //! deliveries resume soon after the promotion.
 //! Real time: the failover is the cluster's own (node timeout 1 s).
 
@@ -10,6 +12,7 @@ use super::cluster::{
     assert_none_early, assert_same_clock, by_job, master_of_queue, run_queues, schedule_spread,
     spread_names, Due, Key,
 };
+use super::failover_model::{replica_view, why_repeated, Kill, LostWrite};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -32,14 +35,15 @@ use tickless_test_support::{self as support, RedisCluster};
 const RESUME_BOUND: Duration = Duration::from_millis(3_000);
 
 /// The workers' lease: short, so that a delivery whose ack died with the master comes
-/// again within the test, where it is counted; longer than the cluster stays down (the
-/// survivors refuse every call from the kill's detection to the promotion, ~1.5 s) plus
-/// the client's backoff, so that no ack on a surviving master comes after its lease.
-const LEASE: Duration = Duration::from_secs(5);
+/// again within the test, where it is counted (no earlier than its lease's end); longer
+/// than the cluster stays down (the survivors refuse every call from the kill's detection
+/// to the promotion, ~1.5 s) plus the client's backoff, so that no ack on a surviving
+/// master comes after its lease.
+pub(super) const LEASE: Duration = Duration::from_secs(5);
 
 /// What became of one call of `schedule`.
 #[derive(Clone, Debug, PartialEq)]
-enum Answer {
+pub(super) enum Answer {
     /// `Ok(added)`.
     Stored(bool),
     /// [`Error::is_replication`](tickless_durable::Error::is_replication): stored on the
@@ -52,11 +56,11 @@ enum Answer {
 
 /// One call of `schedule`, as its caller saw it.
 #[derive(Clone, Debug)]
-struct Call {
-    queue: String,
-    id: String,
-    sent: SystemTime,
-    answered: SystemTime,
+pub(super) struct Call {
+    pub queue: String,
+    pub id: String,
+    pub sent: SystemTime,
+    pub answered: SystemTime,
     answer: Answer,
 }
 
@@ -168,40 +172,6 @@ pub(super) fn replica_of(cluster: &RedisCluster, master: u16) -> u16 {
         .expect("a replica of the master")
 }
 
-/// The jobs of each of `names` that the replica on `port` holds, read once it has seen
-/// its master go (so it has applied all it received), before it is promoted.
-fn held_by_replica(cluster: &RedisCluster, port: u16, names: &[String]) -> BTreeSet<Key> {
-    let replica = cluster.node(port);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !replica
-        .cli(&["INFO", "replication"])
-        .contains("master_link_status:down")
-    {
-        assert!(
-            Instant::now() < deadline,
-            "the replica did not see its master go within 5 s"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    let client = redis::Client::open(replica.url_by_address()).unwrap();
-    let mut conn = client.get_connection().unwrap();
-    let _: () = redis::cmd("READONLY").query(&mut conn).unwrap();
-    let mut held = BTreeSet::new();
-    for name in names {
-        let ids: Vec<String> = redis::cmd("HKEYS")
-            .arg(format!("tickless:{{{name}}}:jobs"))
-            .query(&mut conn)
-            .unwrap();
-        held.extend(ids.into_iter().map(|id| (name.clone(), id)));
-    }
-    let role: Vec<redis::Value> = redis::cmd("ROLE").query(&mut conn).unwrap();
-    assert!(
-        matches!(role.first(), Some(redis::Value::BulkString(r)) if r == b"slave"),
-        "read after the promotion, not before: {role:?}"
-    );
-    held
-}
-
 /// When the replica on `replica` took `slot` over from `victim`, bracketed: `after` is
 /// when the last poll that still saw `victim` began, `seen` when the first that saw the
 /// replica ended. The replica is asked (it knows it was promoted before anyone it tells),
@@ -295,22 +265,32 @@ async fn a_masters_kill_9_fails_over_and_deliveries_resume_none_lost_none_promot
     )
     .await;
 
-    // The master dies.
+    // The master dies: between `killed_at` and `dead_at` (the kill waits for the exit).
     let killed_at = SystemTime::now();
     cluster.kill(victim);
+    let dead_at = SystemTime::now();
     let promoted = promotion_seen(victim, replica, slot);
     let victims: Vec<String> = on_victim.iter().map(|n| n.to_string()).collect();
-    let held = tokio::task::block_in_place(|| held_by_replica(&cluster, replica, &victims));
+    let view = tokio::task::block_in_place(|| replica_view(&cluster, replica, &victims));
     let promoted = tokio::task::spawn_blocking(move || promoted.join())
         .await
         .unwrap()
         .expect("the promotion watcher");
     let promotion = promoted.seen.duration_since(killed_at).unwrap();
+    let kill = Kill {
+        killed_at,
+        dead_at,
+        promoted,
+    };
     // Shown with a failure's output: which queues the kill could explain.
     eprintln!(
-        "killed {victim} at {killed_at:?}, serving {on_victim:?}; promoted {promoted:?}; \
-         its replica held {} of their jobs",
-        held.len()
+        "killed {victim} at {killed_at:?}, dead at {dead_at:?}, serving {on_victim:?}; \
+         promoted {promoted:?}; its replica held {} of their jobs, {} in flight: {:?}, \
+         last deliveries {:?}",
+        view.records.len(),
+        view.in_flight.len(),
+        view.in_flight,
+        view.last_delivery
     );
     until_answered(
         &calls,
@@ -347,19 +327,14 @@ async fn a_masters_kill_9_fails_over_and_deliveries_resume_none_lost_none_promot
         assert!(!matches!(call.answer, Answer::Away(_)), "{call:?}");
         due.insert(key.clone(), first_sent[key] + delay);
     }
-    // A job stored only on the dead master before the kill may be lost with it; the rest
-    // are delivered. Which were lost is told after every job is accounted for.
+    // A job the replica never had, whose last call the dead master may have answered
+    // (sent before it died), may be lost with it; the rest are delivered. How many were
+    // lost is checked once every job is accounted for.
     let may_lose: BTreeSet<Key> = due
         .keys()
-        .filter(|key| on_victim.contains(&key.0) && !held.contains(*key))
+        .filter(|key| on_victim.contains(&key.0) && !view.records.contains(*key))
         .filter(|key| match last_answer.get(*key) {
-            // Sent after the kill (so stored by the promoted replica), or acknowledged by
-            // a replica: never lost. A call sent before the kill may have been answered
-            // by the dead master even if its answer was read after the kill.
-            Some(call) => {
-                call.sent <= killed_at
-                    && !(waiting.contains(&key.0) && matches!(call.answer, Answer::Stored(_)))
-            }
+            Some(call) => call.sent < dead_at,
             // The spread's jobs, scheduled with no kill near.
             None => false,
         })
@@ -379,62 +354,84 @@ async fn a_masters_kill_9_fails_over_and_deliveries_resume_none_lost_none_promot
     assert_none_early(&all, &due);
     let jobs = by_job(&all);
     let lost: Vec<&Key> = may_lose.iter().filter(|k| !jobs.contains_key(*k)).collect();
+    // A loss is a schedule the dead master answered in its last pass through its event
+    // loop, which would have sent the write to its replica too (over loopback a write
+    // sent is received), and only without `WAIT`, which answers once the replica has the
+    // write. A queue's calls come one at a time, each 50 ms after the answer before: the
+    // dead master answered none after it, so the promoted one answered all that came
+    // after it (refusals are sent again). At most one per queue.
+    for key in &lost {
+        let call = last_answer[*key];
+        let later: Vec<&Call> = calls
+            .iter()
+            .filter(|c| c.queue == key.0 && c.sent > call.sent)
+            .collect();
+        assert!(
+            !waiting.contains(&key.0) && later.iter().all(|c| c.answered >= promoted.after),
+            "{key:?} lost: {call:?}; with WAIT, or answered before a later call of its queue \
+             that the dead master answered: {:?} (promoted {promoted:?})",
+            later.iter().find(|c| c.answered < promoted.after)
+        );
+    }
 
-    // Only jobs of the dead master's queues come twice, at most once more, after the
-    // promotion; and only for one of two reasons. A delivery the dead master handed out
-    // whose ack its replica never had. Or this test's own resend of a schedule answered
-    // `Away` (a caller's resend: idempotence on the id holds while the job exists), after
-    // the first try's job, which the replica had, was delivered and acked. The queue's
-    // own resends (`retry_schedules_for`) are exact: they never schedule a job again.
-    let mut repeats: BTreeMap<&str, usize> = BTreeMap::new();
-    let mut resent_repeats = 0;
+    // Only jobs of the dead master's queues come twice, at most once more, the second
+    // time from the promoted master: each because a write for it died with the dead
+    // master, which one told apart by what the replica had (`why_repeated`).
+    let mut repeats: BTreeMap<LostWrite, usize> = BTreeMap::new();
+    let mut schedule_lost: BTreeMap<&str, usize> = BTreeMap::new();
     for (key, ds) in &jobs {
         if ds.len() == 1 {
             continue;
         }
-        let again = ds.len() == 2 && on_victim.contains(&key.0) && ds[1].started >= promoted.after;
-        let handed_out = again && held.contains(key) && ds[0].started < promoted.seen;
         let key_calls: Vec<&Call> = calls
             .iter()
             .filter(|c| (&c.queue, &c.id) == (&key.0, &key.1))
             .collect();
-        // Answered `Away` and sent again by the test, that resend still unanswered when
-        // the first delivery began.
-        let resent = again
-            && key_calls
-                .iter()
-                .any(|c| matches!(c.answer, Answer::Away(_)))
-            && key_calls.iter().any(|c| c.answered > ds[0].started);
-        assert!(
-            handed_out || resent,
-            "delivered {} times with no kill to explain it: {ds:?}; its schedules: \
-             {key_calls:?}; killed at {killed_at:?}, promoted {promoted:?}, held by the \
-             replica: {}",
-            ds.len(),
-            held.contains(key)
-        );
-        if handed_out {
-            *repeats.entry(&key.0).or_default() += 1;
-        } else {
-            resent_repeats += 1;
+        let why = why_repeated(key, ds, &view, &kill, &key_calls);
+        let Some(why) = why else {
+            panic!(
+                "delivered {} times with no kill to explain it: {ds:?}; its schedules: \
+                 {key_calls:?}; killed at {killed_at:?}, dead at {dead_at:?}, promoted \
+                 {promoted:?}; the replica's record: {}, in flight: {:?}, last delivery: \
+                 {:?}",
+                ds.len(),
+                view.records.contains(key),
+                view.in_flight.get(key),
+                view.last_delivery.get(&key.0)
+            )
+        };
+        *repeats.entry(why).or_default() += 1;
+        if why == LostWrite::Schedule {
+            *schedule_lost.entry(&key.0).or_default() += 1;
         }
     }
-    // Per queue: no more repeats than deliveries the dead master handed out and the
-    // replica still held.
-    let mut could_repeat = 0;
-    for queue in &on_victim {
-        let handed_out = jobs
-            .iter()
-            .filter(|(key, ds)| {
-                key.0 == **queue && held.contains(*key) && ds[0].started < promoted.seen
-            })
-            .count();
-        let n = repeats.get(queue.as_str()).copied().unwrap_or(0);
+    // A queue's calls come one at a time: one in flight at the kill, at most.
+    for (queue, n) in &schedule_lost {
         assert!(
-            n <= handed_out,
-            "{queue}: {n} repeats, {handed_out} could be"
+            *n <= 1,
+            "{queue}: {n} jobs scheduled again after the dead master handed them out"
         );
-        could_repeat += handed_out;
+    }
+    // And the other way: a delivery the replica never knew of, of a job it had, comes
+    // again (its job waits in `ready`, or `due`, on the promoted master).
+    for d in &all {
+        let key = d.key();
+        let unknown = view
+            .last_delivery
+            .get(&d.queue)
+            .is_some_and(|last| d.delivery > *last);
+        if unknown
+            && d.started < promoted.after
+            && view.records.contains(&key)
+            && !view.in_flight.contains_key(&key)
+        {
+            assert_eq!(
+                jobs[&key].len(),
+                2,
+                "{key:?}: its claim died with the master, yet it came {:?}",
+                jobs[&key]
+            );
+        }
     }
 
     // Deliveries resume on each of the dead master's queues within the bound: the first
@@ -502,13 +499,10 @@ async fn a_masters_kill_9_fails_over_and_deliveries_resume_none_lost_none_promot
             "{queue}: WAIT was never answered short by the promoted replica"
         );
     }
-    let repeated: usize = repeats.values().sum::<usize>() + resent_repeats;
     eprintln!(
         "failover: victim {victim} served {} queues; promoted {} ms after the kill; \
          deliveries resumed {:?} ms after it (bound {} ms); {} schedules, {resent} sent \
-         again; {repeated} jobs delivered twice ({resent_repeats} of them scheduled again \
-         after they ran; the rest of {could_repeat} handed out by the dead master and \
-         still held by its replica); {} lost of {} that could be",
+         again; jobs delivered twice: {repeats:?}; {} lost of {} that could be",
         on_victim.len(),
         ms(promotion),
         resumed.iter().map(|d| ms(*d)).collect::<Vec<_>>(),
