@@ -30,7 +30,8 @@
 //! call takes it until the driver (or the caller) finds `pending` empty under the lock:
 //! whoever sets it false has seen `pending` empty, or has taken `pending` and answers
 //! each waiter (`abandon`: a driver dropped with its runtime), so no waiter is ever left
-//! behind. An `After` delay counts from the call: the time it waited is taken off.
+//! behind. An `After` delay counts from the call: the time it waited is taken off
+//! (`durable_merge.rs`'s `merged_schedules_are_due_their_own_delay_after_their_own_call`).
 
 use super::queue::Queue;
 use super::scripts::scripts;

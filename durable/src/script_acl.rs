@@ -134,6 +134,127 @@ mod tests {
         }
     }
 
+    /// A command of the test's own (not `cmd("...")`, which durable_acl.rs's scan of the
+    /// sources takes for a command the queue sends).
+    fn own(args: &[&str]) -> redis::Cmd {
+        let mut command = redis::Cmd::new();
+        command.arg(args);
+        command
+    }
+
+    /// The commands a built script's check names: its `acl_refused(...)` call's (none
+    /// without a check).
+    fn checked(source: &str) -> Vec<String> {
+        let Some(from) = source.rfind("then acl_refused(") else {
+            return Vec::new();
+        };
+        let rest = &source[from + "then acl_refused(".len()..];
+        let list = &rest[..rest.find(')').unwrap()];
+        list.split(", ")
+            .map(|c| c.trim_matches('\'').to_string())
+            .collect()
+    }
+
+    /// Every script of the crate's list, as a user missing any one command its check
+    /// names, is refused before it runs any command: the refusal names the command, no
+    /// command but the script call itself reached Redis (`INFO commandstats`), Redis's
+    /// ACL LOG holds nothing (a command refused inside a script is logged there, the
+    /// check is not), and no key was made. A script without the check fails here whatever
+    /// paths reach it; that each check names every command its script can send is the
+    /// test above's (every quoted command is one) and durable_acl's atomic.rs's, which
+    /// runs the paths as users missing a grant and reads the ACL LOG.
+    #[tokio::test]
+    async fn every_script_refuses_a_user_missing_any_of_its_commands_before_running_one() {
+        let server = tickless_test_support::RedisServer::start_plain(&[]);
+        let admin = redis::Client::open(server.url()).unwrap();
+        let mut admin = admin.get_multiplexed_async_connection().await.unwrap();
+        let mut conns = std::collections::HashMap::new();
+        let mut wrong = Vec::new();
+        let mut refusals = 0;
+        let scripts = crate::scripts::scripts().all();
+        assert_eq!(scripts.len(), FILES.len());
+        for script in scripts {
+            let commands = checked(&script.source);
+            if commands.is_empty() {
+                wrong.push(format!("{}: no permission check", script.name));
+            }
+            for command in &commands {
+                let user = format!("no-{}", command.to_lowercase());
+                if !conns.contains_key(&user) {
+                    let rule = format!("-{}", command.to_lowercase());
+                    let _: () = own(&["ACL", "SETUSER", &user, "reset", "on", ">p", "~*", "&*"])
+                        .arg("+@all")
+                        .arg(&rule)
+                        .query_async(&mut admin)
+                        .await
+                        .unwrap();
+                    let client = redis::Client::open(server.url_as(&user, "p")).unwrap();
+                    let conn = client.get_multiplexed_async_connection().await.unwrap();
+                    conns.insert(user.clone(), conn);
+                }
+                let conn = conns.get_mut(&user).unwrap();
+                // Loaded first, so that the call is one EVALSHA.
+                let _: String = script
+                    .script
+                    .prepare_invoke()
+                    .load_async(conn)
+                    .await
+                    .unwrap();
+                let _: () = own(&["CONFIG", "RESETSTAT"])
+                    .query_async(&mut admin)
+                    .await
+                    .unwrap();
+                let _: () = own(&["ACL", "LOG", "RESET"])
+                    .query_async(&mut admin)
+                    .await
+                    .unwrap();
+                let mut call = script.script.prepare_invoke();
+                for key in script.keys {
+                    call.key(format!("tickless:{{acl}}:{}", key.suffix()));
+                }
+                let result = call.invoke_async::<redis::Value>(conn).await;
+                let what = format!("{} without {command}", script.name);
+                let grant = match command.as_str() {
+                    "PUBLISH" => "publish on tickless:{acl}:wake".to_string(),
+                    c => format!("run {c} (grant +{})", c.to_lowercase()),
+                };
+                match &result {
+                    Err(err)
+                        if err.code() == Some("NOPERM") && err.to_string().contains(&grant) =>
+                    {
+                        refusals += 1
+                    }
+                    other => wrong.push(format!("{what}: not refused naming it: {other:?}")),
+                }
+                let stats: String = own(&["INFO", "commandstats"])
+                    .query_async(&mut admin)
+                    .await
+                    .unwrap();
+                let ran: Vec<&str> = stats
+                    .lines()
+                    .filter_map(|l| l.strip_prefix("cmdstat_"))
+                    .filter(|l| !l.starts_with("evalsha:") && !l.starts_with("config|resetstat:"))
+                    .filter(|l| !l.starts_with("acl|log:"))
+                    .collect();
+                if !ran.is_empty() {
+                    wrong.push(format!("{what}: commands reached Redis: {ran:?}"));
+                }
+                let log: Vec<redis::Value> =
+                    own(&["ACL", "LOG"]).query_async(&mut admin).await.unwrap();
+                if !log.is_empty() {
+                    wrong.push(format!("{what}: refused inside the script: {log:?}"));
+                }
+                let keys: i64 = own(&["DBSIZE"]).query_async(&mut admin).await.unwrap();
+                if keys != 0 {
+                    wrong.push(format!("{what}: {keys} keys made"));
+                }
+            }
+        }
+        assert!(wrong.is_empty(), "{wrong:#?}");
+        // Every script checks several commands (tick.lua about 20).
+        assert!(refusals > 5 * FILES.len(), "{refusals}");
+    }
+
     #[test]
     fn the_check_names_each_command_once_and_publish_with_the_channel() {
         let check = check(

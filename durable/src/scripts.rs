@@ -49,6 +49,9 @@ pub(crate) struct Script {
     /// The script file's line count: Redis's lines up to it are the script's, the ones
     /// after the `end` line are lib.lua's.
     lines: usize,
+    /// The text Redis runs (script_acl.rs's tests read its permission check).
+    #[cfg(test)]
+    pub(crate) source: String,
 }
 
 impl Script {
@@ -83,6 +86,8 @@ impl Script {
             keys,
             idempotent,
             lines,
+            #[cfg(test)]
+            source,
         }
     }
 
@@ -292,6 +297,14 @@ macro_rules! scripts {
         pub(crate) const FILES: &[(&str, &str)] = &[
             $((stringify!($field), include_str!(concat!("scripts/", stringify!($field), ".lua"))),)*
         ];
+
+        impl Scripts {
+            /// Every script, in the list's order.
+            #[cfg(test)]
+            pub(crate) fn all(&self) -> Vec<&Script> {
+                vec![$(&self.$field,)*]
+            }
+        }
 
         fn build() -> Scripts {
             let lib = Lib::new();

@@ -4,12 +4,13 @@
 //!
 //! The call on its way is held by `CLIENT PAUSE WRITE` (Redis holds a script call that
 //! may write until the pause ends), so the calls made meanwhile wait for the next merged
-//! call whatever the host's speed; `CLIENT UNPAUSE` lets them go.
+//! call whatever the host's speed; `CLIENT UNPAUSE` lets them go. A replica stopped
+//! (`SIGSTOP`) holds a call's `WAIT` the same way.
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::time::Duration;
-use tickless_durable::{Error, Queue};
+use std::time::{Duration, SystemTime};
+use tickless_durable::{ConnectOptions, Error, Queue};
 use tickless_test_support::{queue_name, RedisServer};
 
 const DUE: Duration = Duration::from_secs(3600);
@@ -47,6 +48,12 @@ async fn started<F: Future + Unpin>(mut call: F) -> F {
     let first = tokio::time::timeout(Duration::ZERO, &mut call).await;
     assert!(first.is_err(), "the call answered while writes were paused");
     call
+}
+
+/// Spawns a schedule of `id`, polled once (so that it has started).
+async fn spawn_one(queue: &Queue, id: &str) -> tokio::task::JoinHandle<Result<bool, Error>> {
+    let (queue, id) = (queue.clone(), id.to_string());
+    tokio::spawn(started(Box::pin(async move { queue.schedule(&id, "", DUE).await })).await)
 }
 
 /// Spawns one schedule per id, each polled once before the next is made (so all have
@@ -217,4 +224,191 @@ fn a_runtime_shut_down_with_calls_waiting_leaves_the_queue_usable() {
     let after =
         after.expect("a lone schedule answered within 10 s after the other runtime shut down");
     assert!(after.expect("after"));
+}
+
+/// The first caller's call is on its way and held for a measured time (writes paused);
+/// each merged caller asked for a delay of its own. Each job is due its own delay after
+/// its own call: not after the merged call was sent (the time it waited is not added),
+/// and not the first caller's delay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn merged_schedules_are_due_their_own_delay_after_their_own_call() {
+    // Long enough that a delay counted from the send, not the call, is plainly late.
+    const HOLD: Duration = Duration::from_secs(1);
+    let server = RedisServer::start();
+    let queue = queue(&server, "merged-due").await;
+    pause(&server);
+    let first = spawn_one(&queue, "first").await;
+    // Delays 60 s, 67 s, ...: no two alike, none the first caller's.
+    let mut asked = Vec::new();
+    let mut tasks = Vec::new();
+    for i in 0..12u64 {
+        let (id, delay) = (format!("t{i}"), Duration::from_secs(60 + 7 * i));
+        let q = queue.clone();
+        let call_id = id.clone();
+        let before = SystemTime::now();
+        let call = Box::pin(async move { q.schedule(&call_id, "", delay).await });
+        let call = started(call).await;
+        let after = SystemTime::now();
+        tasks.push(tokio::spawn(call));
+        asked.push((id, delay, before, after));
+    }
+    tokio::time::sleep(HOLD).await;
+    // Before the merged call is sent (after the call on its way has run), and after its
+    // script read Redis's clock.
+    let unpaused = SystemTime::now();
+    unpause(&server);
+    first.await.unwrap().expect("the call on its way answered");
+    let answers = answers(tasks).await;
+    let answered = SystemTime::now();
+    for (answer, (id, ..)) in answers.into_iter().zip(&asked) {
+        assert!(answer.unwrap_or_else(|e| panic!("{id}: {e}")), "{id}");
+    }
+    assert_eq!(script_calls(&server), 2, "one call on its way, one merged");
+    // The merged call's script read Redis's clock at most this long after the driver read
+    // its own (which counts the wait off): a due time counted from the call is late by no
+    // more than that.
+    let trip = answered.duration_since(unpaused).unwrap();
+    assert!(
+        trip < HOLD,
+        "the merged call took {trip:?}, more than the hold: the test cannot tell"
+    );
+    for (id, delay, before, after) in &asked {
+        let due = queue.job(id).await.unwrap().expect(id).due;
+        // Never before the call plus its delay (the record is in whole ms, rounded up);
+        // late by at most the trip (and the rounding).
+        let earliest = *before + *delay - Duration::from_millis(1);
+        let latest = *after + *delay + trip + Duration::from_millis(1);
+        let late_ms = match due.duration_since(*before + *delay) {
+            Ok(late) => late.as_millis() as i128,
+            Err(early) => -(early.duration().as_millis() as i128),
+        };
+        assert!(
+            earliest <= due && due <= latest,
+            "{id}: asked {delay:?} after its call, due {late_ms} ms after that (writes held \
+             {HOLD:?}, the merged call's trip {trip:?})"
+        );
+    }
+}
+
+/// Waits until the replica on `replica` is in sync with its master.
+fn wait_in_sync(replica: &RedisServer) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !replica
+        .cli(&["INFO", "replication"])
+        .contains("master_link_status:up")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "replica in sync within 10 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A master with one replica in sync, and a queue on the master that waits for it
+/// `timeout`.
+async fn replicated(test: &str, timeout: Duration) -> (RedisServer, RedisServer, Queue) {
+    // Plain whatever the variant: a TLS replica would need TLS replication, and the ACL
+    // variant's user has no `+wait`. No wait before the replica's first sync (5 s by
+    // default).
+    let master =
+        RedisServer::start_plain(&["--appendonly", "no", "--repl-diskless-sync-delay", "0"]);
+    let port = master.port().to_string();
+    let replica =
+        RedisServer::start_plain(&["--appendonly", "no", "--replicaof", "127.0.0.1", &port]);
+    wait_in_sync(&replica);
+    let name = queue_name(test);
+    // The script loaded and the keys made (without WAIT, whose timeout may be short),
+    // and on the replica.
+    let warm = Queue::connect(&master.url(), &name).await.unwrap();
+    warm.schedule("warm", "", DUE).await.expect("warm");
+    assert_eq!(
+        master.cli(&["WAIT", "1", "10000"]).trim(),
+        "1",
+        "warm-up replicated"
+    );
+    let queue = ConnectOptions::new(&master.url())
+        .wait_for_replicas(1, timeout)
+        .connect(&name)
+        .await
+        .unwrap();
+    master.cli(&["CONFIG", "RESETSTAT"]);
+    (master, replica, queue)
+}
+
+/// Merged schedules on a queue that waits for a replica answer only once the replica
+/// has their jobs: the replica is stopped while they are sent, and none answers before
+/// it goes on; then each is on the replica.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn merged_schedules_with_wait_answer_only_once_the_replica_has_them() {
+    // The first call's WAIT ends at this timeout (the replica stopped); the merged call's
+    // ends when the replica, let go, acknowledges it, well within it.
+    let (master, replica, queue) = replicated("merged-wait", Duration::from_millis(1500)).await;
+    replica.signal("STOP");
+    let first = spawn_one(&queue, "first").await;
+    let ids: Vec<String> = (0..20).map(|i| format!("w{i}")).collect();
+    let tasks = spawn_all(&queue, &ids).await;
+    let first = tokio::time::timeout(Duration::from_secs(10), first)
+        .await
+        .expect("the first call's WAIT timed out within 10 s")
+        .unwrap();
+    assert!(first.unwrap_err().is_replication());
+    // The merged call is now sent: it waits in WAIT (a blocked client), or (without WAIT)
+    // its callers are answered while the replica is stopped.
+    let limit = std::time::Instant::now() + Duration::from_secs(10);
+    while !tasks.iter().any(|t| t.is_finished())
+        && master
+            .cli(&["INFO", "clients"])
+            .contains("blocked_clients:0")
+    {
+        assert!(
+            std::time::Instant::now() < limit,
+            "the merged call blocked in WAIT or answered within 10 s"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let answered: Vec<&String> = ids
+        .iter()
+        .zip(&tasks)
+        .filter(|(_, t)| t.is_finished())
+        .map(|(id, _)| id)
+        .collect();
+    replica.signal("CONT");
+    assert!(
+        answered.is_empty(),
+        "answered while the replica was stopped: {answered:?}"
+    );
+    assert_eq!(script_calls(&master), 2, "one call on its way, one merged");
+    for (id, answer) in ids.iter().zip(answers(tasks).await) {
+        assert!(answer.unwrap_or_else(|e| panic!("{id}: {e}")), "{id}");
+        let held = replica.cli(&["HEXISTS", &jobs_key(&queue), id]);
+        assert_eq!(held.trim(), "1", "{id} answered, not on the replica");
+    }
+}
+
+/// No replica acknowledges a merged call in time: every caller of it is told so, not
+/// only one, and the jobs are kept on the master.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn merged_schedules_that_no_replica_acknowledges_each_get_the_error() {
+    let (master, replica, queue) = replicated("merged-unacked", Duration::from_millis(100)).await;
+    replica.signal("STOP");
+    pause(&master);
+    let first = spawn_one(&queue, "first").await;
+    let ids: Vec<String> = (0..20).map(|i| format!("u{i}")).collect();
+    let tasks = spawn_all(&queue, &ids).await;
+    unpause(&master);
+    let answers = answers(tasks).await;
+    replica.signal("CONT");
+    assert!(first.await.unwrap().unwrap_err().is_replication());
+    assert_eq!(script_calls(&master), 2, "one call on its way, one merged");
+    let mut wrong = Vec::new();
+    for (id, answer) in ids.iter().zip(&answers) {
+        match answer {
+            Err(err) if err.is_replication() => {}
+            other => wrong.push(format!("{id}: {other:?}")),
+        }
+        let kept = master.cli(&["HEXISTS", &jobs_key(&queue), id]);
+        assert_eq!(kept.trim(), "1", "{id} kept on the master");
+    }
+    assert!(wrong.is_empty(), "not told of the replicas: {wrong:#?}");
 }

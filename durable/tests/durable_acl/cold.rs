@@ -10,7 +10,7 @@ use tickless_test_support::{at, T0};
 const HOUR: u64 = 3_600_000;
 
 /// The store's directory, removed however the roles end.
-struct Dir(std::path::PathBuf);
+pub(super) struct Dir(pub(super) std::path::PathBuf);
 
 impl Drop for Dir {
     fn drop(&mut self) {
