@@ -69,33 +69,32 @@
 //! (from a key's `Hash`, or a value's `Drop`) is raised again only after every operation
 //! the check claimed has run.
 
+mod handle;
+mod inner;
 mod op;
 mod threshold;
 
 #[cfg(all(test, tickless_loom))]
 mod loom_tests;
 
+pub use handle::{OperationHandle, Watch};
 pub use op::Outcome;
 pub use threshold::{ThresholdHandle, ThresholdPurgatory, ThresholdWait};
 
-use crate::callback::Expiry;
 use crate::error::Error;
-use crate::sync::{arc_from_ptr, lock, waker, Arc, Mutex};
+use crate::sync::{arc_from_ptr, lock, Arc, Mutex};
 use crate::Timer;
-use op::{Claim, Condition, Ended, Ending, Forced, Op};
-use slab::Slab;
+use inner::{cancel, Entry, Inner};
+use op::{Claim, Condition, Ended};
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
 use std::fmt;
-use std::future::Future;
-use std::hash::{BuildHasher, Hash};
+use std::hash::Hash;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
-use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 // The purgatory itself is std's `Arc` (its operations hold it weakly); its operations are
 // the facade's (`crate::sync::Arc`), loom's under the cfg, so that the models see them.
-use std::sync::{Arc as Shared, Weak};
-use std::task::{Context, Poll};
+use std::sync::Arc as Shared;
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -126,83 +125,6 @@ use tokio::time::Instant;
 pub trait Key: Hash + Eq + Clone + Send + Sync + 'static {}
 
 impl<K: Hash + Eq + Clone + Send + Sync + 'static> Key for K {}
-
-/// An operation in the purgatory, as the key index and its handles see it. It is its
-/// own timer callback: the driver wakes it when its deadline comes.
-struct Entry<K, T> {
-    /// The purgatory, for the expiry (weak: operations pending do not keep a dropped
-    /// purgatory alive; they still expire).
-    inner: Weak<Inner<K, T>>,
-    op: Op<T>,
-    keys: Box<[K]>,
-    /// Where it is linked under each key (`(shard, slot)`, in `keys`' order), once it
-    /// is; taken by whoever unlinks it.
-    links: Mutex<Vec<Option<(u32, u32)>>>,
-    /// Its expiry on the timer, until it ends.
-    expiry: Mutex<Option<Expiry>>,
-}
-
-impl<K, T> Entry<K, T> {
-    /// The data pointer of its expiry's waker.
-    fn data(&self) -> *const () {
-        (self as *const Self).cast()
-    }
-}
-
-impl<K, T> Entry<K, T>
-where
-    K: Key,
-    T: Send + 'static,
-{
-    /// The deadline came (its expiry's waker was woken).
-    fn expired(&self) {
-        if self.op.expire().is_some() {
-            // Unless the purgatory is gone, and its key index with it.
-            if let Some(inner) = self.inner.upgrade() {
-                inner.finish(self, Ended::Expired);
-            }
-        }
-    }
-}
-
-#[cfg(not(tickless_loom))]
-impl<K, T> std::task::Wake for Entry<K, T>
-where
-    K: Key,
-    T: Send + 'static,
-{
-    fn wake(self: Arc<Self>) {
-        self.expired();
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.expired();
-    }
-}
-
-#[cfg(tickless_loom)]
-impl<K, T> crate::sync::Wake for Entry<K, T>
-where
-    K: Key,
-    T: Send + 'static,
-{
-    fn wake_by_ref(this: &Arc<Self>) {
-        this.expired();
-    }
-}
-
-/// One shard of the key index.
-type Shard<K, T> = HashMap<K, Slab<Arc<Entry<K, T>>>>;
-
-struct Inner<K, T> {
-    timer: Timer,
-    hasher: RandomState,
-    shards: Box<[Mutex<Shard<K, T>>]>,
-    /// Links of operations under keys.
-    watched: AtomicUsize,
-    /// Operations watched and not ended.
-    delayed: AtomicUsize,
-}
 
 /// Operations waiting under keys for a condition or a deadline (Kafka's
 /// `DelayedOperationPurgatory`); see the [module docs](self).
@@ -614,286 +536,9 @@ where
     }
 }
 
-impl<K, T> Inner<K, T>
-where
-    K: Key,
-    T: Send + 'static,
-{
-    fn shard_of(&self, key: &K) -> usize {
-        (self.hasher.hash_one(key) % self.shards.len() as u64) as usize
-    }
-
-    /// The operations watching `key` now.
-    fn watching(&self, key: &K) -> Vec<Arc<Entry<K, T>>> {
-        let shard = lock(&self.shards[self.shard_of(key)]);
-        shard
-            .get(key)
-            .map(|slab| slab.iter().map(|(_, entry)| entry.clone()).collect())
-            .unwrap_or_default()
-    }
-
-    fn watch(
-        self: &Shared<Self>,
-        keys: Box<[K]>,
-        deadline: Instant,
-        condition: Box<dyn Condition<T>>,
-    ) -> Result<Arc<Entry<K, T>>, Error> {
-        let entry = Arc::new(Entry {
-            inner: Shared::downgrade(self),
-            op: Op::new(condition),
-            links: Mutex::new(vec![None; keys.len()]),
-            keys,
-            expiry: Mutex::new(None),
-        });
-        // First try: nobody else knows of the operation yet.
-        if entry.op.try_complete().is_some() {
-            return Ok(entry);
-        }
-        // From here to the second try this thread is the operation's runner: a check that
-        // finds it linked meanwhile asks it to run the condition again, and an expiry only
-        // flags it, so nothing else can end it (and unlink it) before every link and its
-        // expiry are in place. That is what lets a check run what it claimed without a
-        // reference of its own: only the runner ends an operation, only its ender unlinks.
-        let claimed = entry.op.claim();
-        debug_assert_eq!(
-            claimed,
-            Claim::Runner,
-            "nobody else knows of the operation yet"
-        );
-        // The expiry first, so that a timer at its limit refuses with nothing linked
-        // (the operation, claimed and never linked, is dropped with the error). A
-        // deadline that has passed only flags the operation: this thread runs it.
-        let expiry = self.timer.expire_at(deadline, waker(entry.clone()))?;
-        *lock(&entry.expiry) = Some(expiry);
-        // Counted once per operation, not per link: the counters are shared by every
-        // thread that watches and ends operations.
-        self.delayed.fetch_add(1, Ordering::AcqRel);
-        self.watched.fetch_add(entry.keys.len(), Ordering::AcqRel);
-        for (i, key) in entry.keys.iter().enumerate() {
-            let shard = self.shard_of(key);
-            let slot = lock(&self.shards[shard])
-                .entry(key.clone())
-                .or_default()
-                .insert(entry.clone());
-            lock(&entry.links)[i] = Some((shard as u32, slot as u32));
-        }
-        // Second try, which also takes the checks, expiry or cancel that came meanwhile.
-        // SAFETY: claimed above, by this thread, and not run since.
-        #[allow(unsafe_code)]
-        let ended = unsafe { entry.op.run() };
-        if let Some(ended) = ended {
-            self.finish(&entry, ended);
-        }
-        Ok(entry)
-    }
-
-    /// After an operation ended (called once, by whoever ended it, saying how): unlinks
-    /// it from every key it is linked under and cancels its expiry.
-    fn finish(&self, entry: &Entry<K, T>, ended: Ended) {
-        // Every link was made before the operation could end (its watcher was its runner
-        // until then); the links' lock is never taken after a shard's.
-        let mut links = lock(&entry.links);
-        let mut unlinked = 0;
-        for (key, link) in entry.keys.iter().zip(links.iter_mut()) {
-            if let Some(link) = link.take() {
-                self.unlink(key, link);
-                unlinked += 1;
-            }
-        }
-        drop(links);
-        self.watched.fetch_sub(unlinked, Ordering::AcqRel);
-        let expiry = lock(&entry.expiry).take();
-        // An expiry that fired has left the wheel already.
-        if let (Some(expiry), false) = (expiry, ended == Ended::Expired) {
-            self.timer.cancel_expiry(expiry, entry.data());
-        }
-        self.delayed.fetch_sub(1, Ordering::AcqRel);
-    }
-
-    fn unlink(&self, key: &K, (shard, slot): (u32, u32)) {
-        let removed = {
-            let mut shard = lock(&self.shards[shard as usize]);
-            let slab = shard.get_mut(key).expect("a linked key is in the index");
-            let removed = slab.remove(slot as usize);
-            if slab.is_empty() {
-                shard.remove(key);
-            }
-            removed
-        };
-        // Dropped unlocked: it may be the last reference, dropping the user's condition.
-        drop(removed);
-    }
-}
-
 /// Panics with `error`, for the methods whose `try_` twin returns it.
 #[cold]
 #[track_caller]
 fn could_not_watch(error: &Error) -> ! {
     panic!("tickless: a purgatory's deadline could not be scheduled on its timer: {error}")
-}
-
-/// A handle to a watched operation: force it, cancel it, ask whether it ended. Made by
-/// [`Purgatory::watch_operation`] for a [`DelayedOperation`]; dropping it leaves the
-/// operation watched. A [`Watch`] (the future of [`Purgatory::watch`]) derefs to one.
-///
-/// # Examples
-///
-/// ```
-/// use std::sync::mpsc;
-/// use std::time::Duration;
-/// use tickless::purgatory::{DelayedOperation, Purgatory};
-///
-/// /// A write that waits for its segment to be flushed to disk.
-/// struct AwaitFlush(mpsc::Sender<&'static str>);
-///
-/// impl DelayedOperation for AwaitFlush {
-///     type Output = &'static str;
-///
-///     fn try_complete(&mut self) -> Option<&'static str> {
-///         None // completed only by force, below
-///     }
-///
-///     fn on_complete(&mut self, how: &'static str) {
-///         let _ = self.0.send(how);
-///     }
-/// }
-///
-/// let timer = tickless::Timer::builder().manual_clock().build()?;
-/// let flushes = Purgatory::with_timer(timer);
-/// let (tx, rx) = mpsc::channel();
-/// let write = flushes.watch_operation(["segment-3"], Duration::from_secs(60), AwaitFlush(tx));
-///
-/// // Shutting down: answer every waiting write now.
-/// assert_eq!(write.force_complete("shutting down"), Ok(()));
-/// assert!(write.is_done());
-/// assert_eq!(rx.try_recv(), Ok("shutting down"));
-/// assert_eq!(write.force_complete("again"), Err("again"), "it had ended");
-/// assert!(!write.cancel());
-/// # Ok::<(), tickless::BuildError>(())
-/// ```
-pub struct OperationHandle<K: Key, T: Send + 'static> {
-    entry: Arc<Entry<K, T>>,
-    inner: Shared<Inner<K, T>>,
-}
-
-impl<K: Key, T: Send + 'static> OperationHandle<K, T> {
-    /// Completes the operation with `value`, unless it has ended (Kafka's
-    /// `forceComplete`): `Ok` if it completed with this value (a [`DelayedOperation`]'s
-    /// `on_complete` runs with it), else the value back. If its condition is running on
-    /// another thread at that moment, this waits for it to finish, and the condition's
-    /// own value wins if it holds; so do not call this from inside the operation's own
-    /// condition.
-    pub fn force_complete(&self, value: T) -> Result<(), T> {
-        match self.entry.op.force(value) {
-            Forced::Here => {
-                self.inner.finish(&self.entry, Ended::Completed);
-                Ok(())
-            }
-            Forced::ByRunner => Ok(()),
-            Forced::No(value) => Err(value),
-        }
-    }
-
-    /// Withdraws the operation: `true` if this decided its end. Then its outcome is
-    /// `Cancelled` and neither of a [`DelayedOperation`]'s hooks runs, even if its
-    /// condition is running on another thread right now and then holds (that thread
-    /// finishes ending it, dropping the condition's value). `false` if it had ended, or
-    /// another cancel or a force came first. Never waits, so it may be called from
-    /// anywhere, the operation's own condition included.
-    pub fn cancel(&self) -> bool {
-        cancel(&self.inner, &self.entry)
-    }
-
-    /// Whether the operation has ended. Right after a [`cancel`](Self::cancel) that
-    /// returned `true` this may read `false` for as long as its condition, running on
-    /// another thread, takes to return.
-    pub fn is_done(&self) -> bool {
-        self.entry.op.is_done()
-    }
-}
-
-fn cancel<K: Key, T: Send + 'static>(inner: &Inner<K, T>, entry: &Entry<K, T>) -> bool {
-    let ending = entry.op.cancel();
-    if ending == Ending::Here {
-        inner.finish(entry, Ended::Cancelled);
-    }
-    ending.decided()
-}
-
-impl<K: Key, T: Send + 'static> fmt::Debug for OperationHandle<K, T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("OperationHandle")
-            .field("done", &self.is_done())
-            .finish_non_exhaustive()
-    }
-}
-
-/// A watched operation's future: resolves to its [`Outcome`]. Made by
-/// [`Purgatory::watch`]. Dropping it before it resolves withdraws the operation from every
-/// key and from the timer. It derefs to its [`OperationHandle`], for
-/// [`force_complete`](OperationHandle::force_complete),
-/// [`cancel`](OperationHandle::cancel) and [`is_done`](OperationHandle::is_done).
-///
-/// # Examples
-///
-/// ```
-/// use std::time::Duration;
-/// use tickless::purgatory::{Outcome, Purgatory};
-///
-/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-/// # async fn main() {
-/// let acks: Purgatory<&str, u64> = Purgatory::new();
-/// let first = acks.watch(["p0"], Duration::from_secs(1), || None);
-/// let second = acks.watch(["p0", "p1"], Duration::from_secs(1), || None);
-/// assert_eq!((acks.delayed(), acks.watched()), (2, 3));
-///
-/// drop(second); // the client went away: withdrawn from both keys and from the timer
-/// assert_eq!((acks.delayed(), acks.watched()), (1, 1));
-///
-/// first.force_complete(7).unwrap(); // through its `OperationHandle`
-/// assert_eq!(first.await, Outcome::Completed(7));
-/// # }
-/// ```
-#[must_use = "dropping it withdraws the operation"]
-pub struct Watch<K: Key, T: Send + 'static> {
-    handle: OperationHandle<K, T>,
-}
-
-impl<K: Key, T: Send + 'static> std::ops::Deref for Watch<K, T> {
-    type Target = OperationHandle<K, T>;
-
-    fn deref(&self) -> &OperationHandle<K, T> {
-        &self.handle
-    }
-}
-
-impl<K: Key, T: Send + 'static> Future for Watch<K, T> {
-    type Output = Outcome<T>;
-
-    /// # Panics
-    ///
-    /// If polled again after it resolved.
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Outcome<T>> {
-        match self.handle.entry.op.poll(cx.waker()) {
-            Poll::Ready(Some(outcome)) => Poll::Ready(outcome),
-            Poll::Ready(None) => panic!("a purgatory Watch polled after it resolved"),
-            Poll::Pending => Poll::Pending,
-        }
-    }
-}
-
-impl<K: Key, T: Send + 'static> Drop for Watch<K, T> {
-    fn drop(&mut self) {
-        if !self.is_done() {
-            self.cancel();
-        }
-    }
-}
-
-impl<K: Key, T: Send + 'static> fmt::Debug for Watch<K, T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Watch")
-            .field("done", &self.is_done())
-            .finish_non_exhaustive()
-    }
 }
