@@ -3,6 +3,8 @@
 
 use super::inner::{cancel, Entry, Inner};
 use super::op::{Ended, Forced};
+#[cfg(doc)]
+use super::{DelayedOperation, Purgatory};
 use super::{Key, Outcome};
 use crate::sync::Arc;
 use std::fmt;
