@@ -1,11 +1,11 @@
 //! The permission check each script runs first (scripts.rs puts it on the last line,
 //! before `return main()`): `redis.acl_check_cmd` for every command the script and the
-//! lib.lua functions it has can send, read from their text.
+//! lib functions it has can send, read from their text.
 //!
 //! Redis refuses a command only when a script reaches it, and keeps what the script
 //! wrote before: without this check, a user missing a grant would leave half a change (a
 //! bucket key without its job, a `due` member without its bucket). With it, the call
-//! fails with NOPERM naming the command and its grant (lib.lua's `acl_refused`), and
+//! fails with NOPERM naming the command and its grant (lib/acl.lua's `acl_refused`), and
 //! nothing was written. The checks are one `and` after the other (a loop over a table
 //! cost 0.07 µs a command more): about 0.1–0.18 µs of Redis CPU each, measured with
 //! `redis-benchmark` on Redis 7.0.15 (`INFO commandstats`). A single schedule checks 13:
@@ -56,11 +56,11 @@ const COMMANDS: &[&str] = &[
 #[cfg(test)]
 const OPTIONS: &[&str] = &["CH", "COUNT", "LIMIT", "LT", "NX", "WITHSCORES", "XX"];
 
-/// The check for the text Redis runs, given a script's text and the lib.lua text it gets
+/// The check for the text Redis runs, given a script's text and the lib text it gets
 /// (without `acl_refused`, whose own text names PUBLISH): `local acl = ... if not
 /// (acl('HMGET') and ...) then acl_refused('HMGET', ...) end `. `PUBLISH` is checked on
 /// the queue's channel (`CHANNEL`, from the header). `TYPE` is left out: a script sends
-/// it only after a command failed (lib.lua's `read`), to name the key.
+/// it only after a command failed (lib/reads.lua's `read`), to name the key.
 pub(crate) fn check(script: &str, lib: &str) -> String {
     let mut sent = quoted_words(script);
     sent.extend(quoted_words(lib));
@@ -101,7 +101,7 @@ fn quoted_words(code: &str) -> BTreeSet<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scripts::FILES;
+    use crate::scripts::{FILES, LIB_FILES};
 
     /// The scripts' quoted upper-case words are commands (checked) or options, as Redis
     /// itself tells them apart: a command missing from [`COMMANDS`] would go unchecked,
@@ -114,8 +114,8 @@ mod tests {
             .get_multiplexed_async_connection()
             .await
             .unwrap();
-        let mut words = quoted_words(include_str!("scripts/lib.lua"));
-        for (_, text) in FILES {
+        let mut words = BTreeSet::new();
+        for (_, text) in LIB_FILES.iter().chain(FILES) {
             words.extend(quoted_words(text));
         }
         let words: Vec<&str> = words.into_iter().collect();

@@ -46,9 +46,13 @@ pub(crate) struct Script {
     /// cancel, an ack or a failure by delivery, ...): then a call whose connection was
     /// found closed is sent once more on a new one (see `Queue::call`).
     pub(crate) idempotent: bool,
-    /// The script file's line count: Redis's lines up to it are the script's, the ones
-    /// after the `end` line are lib.lua's.
+    /// The script file's line count: Redis's lines up to it are the script's.
     lines: usize,
+    /// The lib files it gets, in order: the line of the text Redis runs that is each
+    /// one's first, and its name (`lib/reads.lua`).
+    lib: Vec<(usize, &'static str)>,
+    /// The first line after the last lib file's: the permission check.
+    lib_end: usize,
     /// The text Redis runs (script_acl.rs's tests read its permission check).
     #[cfg(test)]
     pub(crate) source: String,
@@ -73,12 +77,20 @@ impl Script {
         let mut needed = lib.closure(&text);
         // The check names what the script and its lib functions send, not acl_refused's
         // own words: read before it is added.
-        let check = super::script_acl::check(&text, &lib.text_of(&needed));
+        let sent: String = lib.text_of(&needed).into_iter().map(|(_, t)| t).collect();
+        let check = super::script_acl::check(&text, &sent);
         lib.need("acl_refused", &mut needed);
+        let mut files = Vec::new();
+        let mut body = String::new();
+        let mut line = lines + 2;
+        for (file, file_text) in lib.text_of(&needed) {
+            files.push((line, file));
+            line += file_text.bytes().filter(|&b| b == b'\n').count();
+            body.push_str(&file_text);
+        }
         let source = format!(
-            "{header}{} local function main() {text}end\n{}\n{check}return main()\n",
+            "{header}{} local function main() {text}end\n{body}{check}return main()\n",
             lib.declare(&needed),
-            lib.text_of(&needed)
         );
         Script {
             name,
@@ -86,20 +98,26 @@ impl Script {
             keys,
             idempotent,
             lines,
+            lib: files,
+            lib_end: line,
             #[cfg(test)]
             source,
         }
     }
 
-    /// Where line `line` of the text Redis runs comes from: `<name>.lua:<line>` or
-    /// `lib.lua:<line>`.
+    /// Where line `line` of the text Redis runs comes from: `<name>.lua:<line>`,
+    /// `lib/<file>.lua:<line>`, or the lines around them (`<name>.lua:end` for `main`'s
+    /// `end`, `<name>.lua:check` for the permission check and `return main()`).
     pub(crate) fn locate(&self, line: usize) -> String {
         if line <= self.lines {
-            format!("{}.lua:{line}", self.name)
-        } else if line == self.lines + 1 {
-            format!("{}.lua:end", self.name)
-        } else {
-            format!("lib.lua:{}", line - self.lines - 1)
+            return format!("{}.lua:{line}", self.name);
+        }
+        if line >= self.lib_end {
+            return format!("{}.lua:check", self.name);
+        }
+        match self.lib.iter().rev().find(|(first, _)| *first <= line) {
+            Some((first, file)) => format!("{file}:{}", line - first + 1),
+            None => format!("{}.lua:end", self.name),
         }
     }
 
@@ -128,17 +146,35 @@ impl Script {
     }
 }
 
-/// lib.lua, cut into its functions.
+/// The lib files, by name (`lib/reads.lua`) and text, in the order a script gets them.
+macro_rules! lib_files {
+    ($($file:ident),*) => {
+        &[$((
+            concat!("lib/", stringify!($file), ".lua"),
+            include_str!(concat!("scripts/lib/", stringify!($file), ".lua")),
+        ),)*]
+    };
+}
+
+pub(crate) const LIB_FILES: &[(&str, &str)] =
+    lib_files!(reads, acl, calls, meta, jobs, place, batch, recur, cold);
+
+/// The lib files, cut into their functions.
 struct Lib {
-    text: &'static str,
+    /// Name and text (ending with a newline) of each file.
+    files: &'static [(&'static str, &'static str)],
     functions: Vec<Function>,
 }
 
-/// One `function name(...)` of lib.lua: from that line to the first line after it that
-/// is `end` (lib.lua's style: a function's own `end` is the only one at column 0).
+/// One `function name(...)` of a lib file: from that line to the first line after it
+/// that is `end`. The files' style, which [`Lib::parse`] checks: a function's own `end`
+/// is its only line at column 0, and outside functions there are only comments, blank
+/// lines and `local` statements of one line.
 struct Function {
     name: &'static str,
-    /// Its first and last line, 0-based.
+    /// The file it is in (an index into `Lib::files`).
+    file: usize,
+    /// Its first and last line in that file, 0-based.
     first: usize,
     last: usize,
     /// The lib functions it names (indices into `Lib::functions`).
@@ -147,44 +183,67 @@ struct Function {
 
 impl Lib {
     fn new() -> Lib {
-        Lib::parse(include_str!("scripts/lib.lua"))
+        Lib::parse(LIB_FILES)
     }
 
-    fn parse(text: &'static str) -> Lib {
-        let lines: Vec<&str> = text.lines().collect();
-        let mut functions = Vec::new();
-        let mut i = 0;
-        while i < lines.len() {
-            let Some(rest) = lines[i].strip_prefix("function ") else {
-                i += 1;
-                continue;
-            };
-            let name = rest.split('(').next().unwrap_or(rest).trim();
-            let last = (i..lines.len())
-                .find(|&l| lines[l] == "end")
-                .unwrap_or_else(|| panic!("lib.lua: function {name} has no `end` line"));
-            functions.push(Function {
-                name,
-                first: i,
-                last,
-                uses: Vec::new(),
-            });
-            i = last + 1;
+    /// # Panics
+    ///
+    /// If a file breaks the style [`Function`] states, or two functions share a name:
+    /// each names the file and line.
+    fn parse(files: &'static [(&'static str, &'static str)]) -> Lib {
+        let mut functions: Vec<Function> = Vec::new();
+        let mut bodies = Vec::new();
+        for (file, &(file_name, text)) in files.iter().enumerate() {
+            assert!(text.ends_with('\n'), "{file_name}: no final newline");
+            let lines: Vec<&str> = text.lines().collect();
+            let mut i = 0;
+            while i < lines.len() {
+                let at = |l: usize| format!("{file_name}:{}", l + 1);
+                let Some(rest) = lines[i].strip_prefix("function ") else {
+                    let line = lines[i];
+                    assert!(
+                        line.is_empty() || line.starts_with("--") || line.starts_with("local "),
+                        "{}: outside a function, a lib line is a comment, a blank or a \
+                         one-line `local`",
+                        at(i)
+                    );
+                    i += 1;
+                    continue;
+                };
+                let name = rest.split('(').next().unwrap_or(rest).trim();
+                let last = (i..lines.len())
+                    .find(|&l| lines[l] == "end")
+                    .unwrap_or_else(|| panic!("{}: function {name} has no `end` line", at(i)));
+                if let Some(l) = (i + 1..last)
+                    .find(|&l| lines[l].starts_with(|c: char| !c.is_whitespace() && c != '-'))
+                {
+                    panic!("{}: only function {name}'s own `end` is at column 0", at(l));
+                }
+                if let Some(other) = functions.iter().find(|f| f.name == name) {
+                    let other = files[other.file].0;
+                    panic!("{}: function {name} is in {other} already", at(i));
+                }
+                functions.push(Function {
+                    name,
+                    file,
+                    first: i,
+                    last,
+                    uses: Vec::new(),
+                });
+                bodies.push(lines[i..=last].join("\n"));
+                i = last + 1;
+            }
         }
-        let mut lib = Lib { text, functions };
-        let uses: Vec<Vec<usize>> = lib
-            .functions
-            .iter()
-            .map(|f| lib.named_in(&lines[f.first..=f.last].join("\n")))
-            .collect();
+        let mut lib = Lib { files, functions };
+        let uses: Vec<Vec<usize>> = bodies.iter().map(|body| lib.named_in(body)).collect();
         for (f, uses) in lib.functions.iter_mut().zip(uses) {
             f.uses = uses;
         }
         lib
     }
 
-    /// The lib functions that `code` names (outside comments and strings), in lib.lua's
-    /// order.
+    /// The lib functions that `code` names (outside comments and strings), in the
+    /// files' order.
     fn named_in(&self, code: &str) -> Vec<usize> {
         let names = identifiers(code);
         (0..self.functions.len())
@@ -224,19 +283,32 @@ impl Lib {
     /// Marks lib function `name` needed.
     fn need(&self, name: &str, needed: &mut [bool]) {
         let f = self.functions.iter().position(|f| f.name == name);
-        needed[f.unwrap_or_else(|| panic!("lib.lua has no function {name}"))] = true;
+        needed[f.unwrap_or_else(|| panic!("no lib file has function {name}"))] = true;
     }
 
-    /// lib.lua with the lines of the functions not needed left empty (so every line
-    /// keeps its number).
-    fn text_of(&self, needed: &[bool]) -> String {
-        let mut lines: Vec<&str> = self.text.split('\n').collect();
-        for (f, _) in self.functions.iter().zip(needed).filter(|(_, &n)| !n) {
-            for line in &mut lines[f.first..=f.last] {
-                *line = "";
+    /// The files that hold a needed function, by name, each with the lines of the
+    /// functions not needed left empty (so every line keeps its number).
+    fn text_of(&self, needed: &[bool]) -> Vec<(&'static str, String)> {
+        let mut out = Vec::new();
+        for (file, &(name, text)) in self.files.iter().enumerate() {
+            let mut kept = false;
+            let mut lines: Vec<&str> = text.split('\n').collect();
+            for (f, &n) in self.functions.iter().zip(needed) {
+                if f.file != file {
+                    continue;
+                }
+                kept |= n;
+                if !n {
+                    for line in &mut lines[f.first..=f.last] {
+                        *line = "";
+                    }
+                }
+            }
+            if kept {
+                out.push((name, lines.join("\n")));
             }
         }
-        lines.join("\n")
+        out
     }
 }
 
@@ -394,18 +466,24 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn redis_reports_a_scripts_own_line_and_lib_lua_by_its_name() {
+    async fn redis_reports_a_scripts_own_line_and_lib_files_by_their_names() {
         let schedule = &scripts().schedule;
         // Two jobs announced, one sent: schedule.lua raises it itself.
         let err = error_of(schedule, &["2", "a", "a1", "1", ""]).await;
         let own = include_str!("scripts/schedule.lua");
         let line = line_of(own, "'ERR bad arguments: '");
         assert!(err.contains(&format!("schedule.lua:{line}")), "{err}");
-        // Not a number: lib.lua's arg_int raises it.
+        // Not a number: lib/reads.lua's arg_int raises it.
         let err = error_of(schedule, &["x"]).await;
-        let lib = include_str!("scripts/lib.lua");
+        let lib = include_str!("scripts/lib/reads.lua");
         let line = line_of(lib, "'ERR bad argument ' .. i");
-        assert!(err.contains(&format!("lib.lua:{line}")), "{err}");
+        assert!(err.contains(&format!("lib/reads.lua:{line}")), "{err}");
+        assert!(!err.contains("user_script"), "{err}");
+        // Not a time: lib/meta.lua's arg_when raises it, in a lib file after others.
+        let err = error_of(schedule, &["1", "a", "zz", "1", ""]).await;
+        let lib = include_str!("scripts/lib/meta.lua");
+        let line = line_of(lib, "(when): ");
+        assert!(err.contains(&format!("lib/meta.lua:{line}")), "{err}");
         assert!(!err.contains("user_script"), "{err}");
     }
 
@@ -457,7 +535,20 @@ mod tests {
         let s = &scripts().schedule;
         assert_eq!(s.locate(1), "schedule.lua:1");
         assert_eq!(s.locate(s.lines), format!("schedule.lua:{}", s.lines));
-        assert_eq!(s.locate(s.lines + 2), "lib.lua:1");
+        assert_eq!(s.locate(s.lines + 1), "schedule.lua:end");
+        assert_eq!(s.locate(s.lines + 2), "lib/reads.lua:1");
+        // Every lib file a script gets, from its first line to its last.
+        let mut next = s.lines + 2;
+        for (first, file) in &s.lib {
+            assert_eq!(*first, next, "{file}");
+            let text = LIB_FILES.iter().find(|(name, _)| name == file).unwrap().1;
+            let lines = text.lines().count();
+            assert_eq!(s.locate(*first), format!("{file}:1"));
+            assert_eq!(s.locate(first + lines - 1), format!("{file}:{lines}"));
+            next = first + lines;
+        }
+        assert!(s.lib.len() > 2, "{:?}", s.lib);
+        assert_eq!(s.locate(s.lib_end), "schedule.lua:check");
         assert_eq!(
             s.relabel("ERR user_script:3: boom script: 43f0, on @user_script:3."),
             "ERR schedule.lua:3: boom script: 43f0, on schedule.lua:3."
@@ -467,7 +558,9 @@ mod tests {
     #[test]
     fn lib_functions_assign_the_locals_declared_on_line_one() {
         let lib = Lib::new();
-        assert!(!lib.text.contains("local function "));
+        for (name, text) in lib.files {
+            assert!(!text.contains("local function "), "{name}");
+        }
         assert!(lib.functions.len() > 20, "{}", lib.functions.len());
         let schedule = lib.closure(include_str!("scripts/schedule.lua"));
         let declare = lib.declare(&schedule);
@@ -477,28 +570,42 @@ mod tests {
         );
     }
 
-    /// Each script gets the lib functions it names and those they name, with lib.lua's
-    /// line numbers: no function it can reach is missing (it would be a global, which
-    /// Redis refuses at run time), and the others are left out.
+    /// Each script gets the lib functions it names and those they name, with their
+    /// files' line numbers: no function it can reach is missing (it would be a global,
+    /// which Redis refuses at run time), and the others are left out, with the files
+    /// that hold none it needs.
     #[test]
     fn a_script_gets_every_lib_function_it_can_reach_and_no_other() {
         let lib = Lib::new();
-        let lib_lines: Vec<&str> = lib.text.split('\n').collect();
         let mut left_out = 0;
         for (name, text) in FILES {
             let needed = lib.closure(text);
             let emitted = lib.text_of(&needed);
-            let emitted_lines: Vec<&str> = emitted.split('\n').collect();
-            assert_eq!(emitted_lines.len(), lib_lines.len(), "{name}");
+            let all: String = emitted.iter().map(|(_, t)| t.as_str()).collect();
             let reachable = identifiers(text)
                 .into_iter()
-                .chain(identifiers(&emitted))
+                .chain(identifiers(&all))
                 .collect::<std::collections::HashSet<_>>();
             let declare = lib.declare(&needed);
             for (f, &is_needed) in lib.functions.iter().zip(&needed) {
-                let kept = &emitted_lines[f.first..=f.last];
+                let (file, file_text) = lib.files[f.file];
+                let file_lines: Vec<&str> = file_text.split('\n').collect();
+                let lines = emitted
+                    .iter()
+                    .find(|(n, _)| *n == file)
+                    .map(|(_, t)| t.split('\n').collect::<Vec<&str>>());
+                if let Some(lines) = &lines {
+                    assert_eq!(lines.len(), file_lines.len(), "{name}: {file}");
+                }
+                let range = f.first..=f.last;
                 if is_needed {
-                    assert_eq!(kept, &lib_lines[f.first..=f.last], "{name}: {}", f.name);
+                    let lines = lines.unwrap_or_else(|| panic!("{name}: {file} left out"));
+                    assert_eq!(
+                        lines[range.clone()],
+                        file_lines[range],
+                        "{name}: {}",
+                        f.name
+                    );
                     assert!(
                         declare.split([' ', ',']).any(|n| n == f.name),
                         "{name}: {} not declared",
@@ -506,13 +613,39 @@ mod tests {
                     );
                 } else {
                     assert!(!reachable.contains(f.name), "{name}: {} missing", f.name);
-                    assert!(kept.iter().all(|l| l.is_empty()), "{name}: {}", f.name);
+                    // Its lines are empty, or its file is left out.
+                    if let Some(lines) = lines {
+                        assert!(
+                            lines[range].iter().all(|l| l.is_empty()),
+                            "{name}: {}",
+                            f.name
+                        );
+                    }
                     left_out += 1;
                 }
             }
         }
-        // The point of it: a script such as release.lua needs little of lib.lua.
+        // The point of it: a script such as release.lua needs little of the lib.
         assert!(left_out > FILES.len() * 10, "{left_out}");
+    }
+
+    /// The parser refuses what would cut a function wrongly, naming the file and line.
+    #[test]
+    fn a_lib_file_off_the_style_is_refused_by_file_and_line() {
+        let refused = |text: &'static str| {
+            let files: &'static [(&str, &str)] = Box::leak(Box::new([("lib/x.lua", text)]));
+            std::panic::catch_unwind(|| Lib::parse(files))
+                .err()
+                .and_then(|e| e.downcast_ref::<String>().cloned())
+                .unwrap_or_default()
+        };
+        let nested = "function f()\n  if a then\nend\n  end\nend\n";
+        assert!(refused(nested).starts_with("lib/x.lua:4: outside a function"));
+        let column0 = "function f()\nif a then end\nend\n";
+        assert!(refused(column0).starts_with("lib/x.lua:2: only function f's own"));
+        let twice = "function f()\nend\n\nfunction f()\nend\n";
+        assert!(refused(twice).starts_with("lib/x.lua:4: function f is in lib/x.lua"));
+        assert!(refused("function f()\n  return 1\nend\n").is_empty());
     }
 
     #[test]

@@ -1,0 +1,149 @@
+-- lib/batch.lua: jobs placed by their due time (I2, I3), collected and written with one
+-- command per kind.
+
+-- Changes collected by a script at time `now` and applied with one command per kind:
+-- `writes` (id, record pairs for `jobs`), and, made when first needed, `ready` (ids),
+-- `staged` (score, member pairs for `due`), `order` (the bucket members in the order
+-- first met) with `sets` (each member's ids). `h` is the horizon: the end of the level-0
+-- slot holding now + LEAD; a job due before it is staged, one due later goes to the
+-- coarsest bucket that starts at or after it (I2). (The fields made later are named in
+-- the constructor so that adding them does not grow the table.)
+function batch(now)
+  local h = now + LEAD
+  return { now = now, h = h - h % W0 + W0, writes = {}, ready = nil, staged = nil,
+           order = nil, sets = nil, wake = nil, known = nil }
+end
+
+function wake_at(b, t)
+  if b.wake == nil or t < b.wake then
+    b.wake = t
+  end
+end
+
+-- Puts job `j` (id `id`) where its due time says, relative to the batch's time and
+-- horizon, and queues its record for writing. Returns nothing; `flush` applies it.
+function insert(b, id, j)
+  local due, h = j.due, b.h
+  -- Not in flight any more: no delivery holds it.
+  j.del = nil
+  if due <= b.now then
+    j.loc = 's'
+    local ready = b.ready
+    if ready then
+      ready[#ready + 1] = id
+    else
+      b.ready = { id }
+    end
+  elseif due < h then
+    j.loc = 's'
+    local staged = b.staged
+    if staged then
+      local n = #staged
+      staged[n + 1] = due
+      staged[n + 2] = M_STAGED .. id
+    else
+      b.staged = { due, M_STAGED .. id }
+    end
+    if b.wake == nil or due < b.wake then
+      b.wake = due
+    end
+  else
+    -- The coarsest level whose bucket for `due` starts at or after `h` (I2).
+    local k, w, start = 0, W0, due - due % W0
+    while k < KMAX do
+      local w2 = w * SPAN
+      local s2 = due - due % w2
+      if s2 < h then
+        break
+      end
+      k, w, start = k + 1, w2, s2
+    end
+    -- One digit: KMAX < 10.
+    j.loc = string.sub('0123456789', k + 1, k + 1)
+    local member = M_BUCKET .. j.loc .. ':' .. string.format('%d', start)
+    local sets = b.sets
+    if sets == nil then
+      b.sets, b.order = { [member] = { id } }, { member }
+    elseif sets[member] == nil then
+      sets[member] = { id }
+      b.order[#b.order + 1] = member
+    else
+      local ids = sets[member]
+      ids[#ids + 1] = id
+    end
+  end
+  local writes = b.writes
+  local n = #writes
+  writes[n + 1] = id
+  writes[n + 2] = record(j)
+end
+
+-- Checks, before anything is written, every key `flush` will write for batch `b` (and
+-- only those: a bad key that a call does not touch does not stop it), but the first
+-- bucket when `lazy`: flush writes it first, through `read`. `jobs` and `meta` are
+-- not checked: a record is only written after the script read it, and meta is read by
+-- every script first (`meta`), which names either if it is of the wrong type. When
+-- `lazy`, `due` is checked by reading the buckets' members (ZMSCORE: which are there
+-- already), so that flush adds only the new ones; otherwise (a caller that writes
+-- between this check and flush) by `expect`, and flush adds every member with NX.
+function check_batch(b, lazy)
+  local order = b.order
+  if order and lazy then
+    b.known = read_all('zset', 'ZMSCORE', DUE, order)
+  elseif order or b.staged then
+    expect(DUE, 'zset')
+  end
+  if b.ready and #b.ready > 0 then
+    expect(READY, 'list')
+  end
+  for i = lazy and 2 or 1, order and #order or 0 do
+    expect(bucket_key(order[i]), 'set')
+  end
+end
+
+-- Applies a batch, first checking it (check_batch) unless the caller did (`checked`,
+-- before writes of its own). `armed` is meta's `armed`, the earliest time the leader is
+-- known to wake for (nil: no leader to tell): an earlier new wake is published on the
+-- queue's channel, and shortens the leader's lease (meta's `expires`) to max(wake, now
+-- + busy lease) so that a dead leader is replaced in time. (Those two fields are read
+-- only then: meta's type was checked when the caller read `armed`.)
+function flush(b, armed, checked)
+  if not checked then
+    check_batch(b, true)
+  end
+  local known, wake, order = not checked and b.known, b.wake, b.order
+  for i = 1, order and #order or 0 do
+    local member = order[i]
+    local key, ids = bucket_key(member), b.sets[member]
+    if i == 1 and not checked then
+      first_all('set', 'SADD', key, ids)
+    else
+      call_all('SADD', key, ids)
+    end
+    if not (known and known[i]) then
+      local score = tonumber(string.match(member, ':(%d+)$')) - LEAD
+      if redis.call('ZADD', DUE, 'NX', score, member) == 1 and (wake == nil or score < wake) then
+        wake = score
+      end
+    end
+  end
+  if b.staged then
+    call_all('ZADD', DUE, b.staged)
+  end
+  if b.ready then
+    call_all('RPUSH', READY, b.ready)
+  end
+  call_all('HSET', JOBS, b.writes)
+  armed = wake ~= nil and tonumber(armed)
+  if armed and armed > 0 and wake < armed then
+    local m = redis.call('HMGET', META, 'expires', 'busy')
+    local e = tonumber(m[1]) or 0
+    local short = math.max(wake, b.now + (tonumber(m[2]) or BUSY))
+    if e > short then
+      e = short
+    end
+    local at, ends = string.format('%d', wake), string.format('%d', e)
+    redis.call('HSET', META, 'armed', at, 'expires', ends)
+    redis.call('PUBLISH', CHANNEL, at .. ' ' .. ends)
+  end
+end
