@@ -13,7 +13,7 @@
 //!    10,000 jobs), numbers it (meta's `cseq`), writes it to the store (one object,
 //!    [`encode`]), and only once the store has it, `cold_commit.lua` takes
 //!    each job whose record is still exactly the one written out of the wheel and into
-//!    the index (`ci:<hhhh>`: id -> segment; lib.lua's C1, C2).
+//!    the index (`ci:<hhhh>`: id -> segment; lib/cold.lua's C1, C2).
 //! 3. **Loaded** when its window starts within [`ColdTier::lead`]: the leader reads the
 //!    segment back, `cold_load.lua` puts every job whose index entry still names that
 //!    segment into the wheel (a cancelled or rescheduled one is skipped), in calls of
@@ -342,9 +342,9 @@ const MAGIC: &[u8; 8] = b"TKCOLD01";
 pub(crate) type Jobs = Vec<(Vec<u8>, Vec<u8>)>;
 
 /// A segment: `TKCOLD01`, the job count (u32, little-endian), then per job its id and
-/// its record (`jobs`'s value, lib.lua's I1), each as a u32 length and the bytes, then the
-/// FNV-1a 64-bit hash of everything before it (u64): a truncated or altered object is
-/// refused rather than loaded.
+/// its record (`jobs`'s value, lib/jobs.lua's I1), each as a u32 length and the bytes,
+/// then the FNV-1a 64-bit hash of everything before it (u64): a truncated or altered
+/// object is refused rather than loaded.
 pub(crate) fn encode(jobs: &[(Vec<u8>, Vec<u8>)]) -> Vec<u8> {
     let size: usize = jobs.iter().map(|(id, rec)| 8 + id.len() + rec.len()).sum();
     let mut out = Vec::with_capacity(8 + 4 + size + 8);

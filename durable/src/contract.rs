@@ -50,7 +50,8 @@ pub(crate) enum Key {
     /// Hash: the leader lease, the fencing token, `armed`, `busy`, the last delivery number
     /// (`delivery`), the counters.
     Meta,
-    /// Hash: id -> `due|loc|attempts|max|skip|payload`, loc `s<n>` in flight (lib.lua's I1).
+    /// Hash: id -> `due|loc|attempts|max|skip|payload`, loc `s<n>` in flight
+    /// (lib/jobs.lua's I1).
     Jobs,
     /// Sorted set: one member per non-empty bucket, staged job, recurring schedule, and
     /// the lease marker.
@@ -69,7 +70,8 @@ pub(crate) enum Key {
     Rnext,
     /// Set: ids of cron schedules that run low on known occurrences.
     Rlow,
-    /// Hash: the cold tier's segments: number -> `window|left|bytes` (lib.lua's C1, C2).
+    /// Hash: the cold tier's segments: number -> `window|left|bytes` (lib/cold.lua's C1,
+    /// C2).
     ColdSegs,
     /// Sorted set: the cold tier's segment numbers, scored by their window's start.
     ColdWindows,
@@ -154,7 +156,7 @@ impl Key {
 /// The wake channel's name after the queue's prefix (a channel, not a key).
 pub(crate) const CHANNEL: &str = "wake";
 
-/// A cold index bucket's key after the queue's prefix: `ci:<4 hex digits>` (lib.lua's
+/// A cold index bucket's key after the queue's prefix: `ci:<4 hex digits>` (lib/cold.lua's
 /// `cold_key`).
 pub(crate) const COLD_INDEX_KEY: &str = "ci:";
 
@@ -204,8 +206,8 @@ pub(crate) const RLOW_AT: u64 = 8;
 /// (`Worker::claim`/`try_claim`, `WorkerOptions::concurrency`) and a tick's `limit`
 /// (`LeaderOptions::batch`) are kept at or below it in Rust, and the scripts refuse more
 /// before they write. It bounds how long one call holds Redis (a tick of 10,000 jobs
-/// takes some tens of ms); lib.lua's `call_all` keeps any batch clear of Lua's `unpack`
-/// limit.
+/// takes some tens of ms); lib/calls.lua's `call_all` keeps any batch clear of Lua's
+/// `unpack` limit.
 pub(crate) const MAX_BATCH: usize = 10_000;
 /// `LeaderOptions::busy_lease`'s default, in ms; the scripts use it only for a meta
 /// written before meta had its `busy` field.

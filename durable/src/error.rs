@@ -189,8 +189,8 @@ impl Error {
             return Error::new(Kind::Garbage, format!("garbage in {detail}"));
         }
         if err.code() == Some("NOPERM") {
-            // lib.lua's acl_check names the command and the grant; where it was raised
-            // (`script: <sha>, on lib.lua:<line>`) says nothing more.
+            // lib/acl.lua's acl_refused names the command and the grant; where it was
+            // raised (`script: <sha>, on lib/acl.lua:<line>`) says nothing more.
             let detail = err.detail().unwrap_or_default();
             let detail = detail.split(" script: ").next().unwrap_or(detail);
             return Error::permission(key, what, detail);
@@ -222,7 +222,7 @@ impl Error {
     }
 
     /// [`redis`](Error::redis) for an error of `script`, with Redis's `user_script:<line>`
-    /// named after the file the line is in (`tick.lua:40`, `lib.lua:12`).
+    /// named after the file the line is in (`tick.lua:40`, `lib/reads.lua:12`).
     pub(crate) fn script(
         key: &str,
         script: &super::scripts::Script,

@@ -114,7 +114,7 @@
 //! every key it will write (a wrong one is an [`Error::is_garbage`] naming the key)
 //! before its first write. A leader that meets such a key counts the error, backs off and
 //! goes on ([`LeaderStats::errors`]); an error in a script names its line as
-//! `<script>.lua:<line>` or `lib.lua:<line>`.
+//! `<script>.lua:<line>` or `lib/<file>.lua:<line>`.
 //!
 //! # Repair
 //!

@@ -252,7 +252,7 @@ impl Queue {
         )
     }
 
-    /// The full name of the cold index's bucket `n` (lib.lua's `cold_key`: the first
+    /// The full name of the cold index's bucket `n` (lib/cold.lua's `cold_key`: the first
     /// four hex digits of SHA-1 of an id).
     pub(crate) fn cold_index_key(&self, n: u16) -> String {
         format!("{}{}{n:04x}", self.inner.prefix, contract::COLD_INDEX_KEY)

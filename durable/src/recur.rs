@@ -98,7 +98,7 @@ pub struct ScheduleInfo {
 }
 
 /// Occurrences a cron schedule is given at a time; the leader gives more when fewer
-/// than lib.lua's `RLOW_AT` (8) remain.
+/// than `RLOW_AT` (8, contract.rs) remain.
 const FILL: usize = 32;
 /// `@` and the 16 digits of an occurrence up to `MAX_DUE_MS`.
 const SUFFIX_BYTES: usize = 17;

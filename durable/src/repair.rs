@@ -1,6 +1,6 @@
 //! The repair pass: [`Queue::repair`], and what a leader runs when it takes over.
 //!
-//! Every script keeps each job where its record says (lib.lua's I1-I5) or changes
+//! Every script keeps each job where its record says (lib/jobs.lua's I1-I5) or changes
 //! nothing. Repair is for what scripts cannot prevent: keys deleted or overwritten by
 //! hand, a failover that lost some of a script's writes, a bug. It reads the queue's
 //! structures with `ZSCAN`/`SSCAN`/`HSCAN` from here, a page at a time, and sends each
@@ -14,7 +14,7 @@
 //!    by its due time; a bucket that holds its job but has no `due` member gets it back;
 //!    a dead job not in `dead` goes there; an unreadable record is quarantined. A job
 //!    neither staged nor in flight should be in `ready`; a job elsewhere with stale
-//!    entries in `ready` (its skip count, lib.lua's I5), and a tombstone, should have
+//!    entries in `ready` (its skip count, lib/jobs.lua's I5), and a tombstone, should have
 //!    exactly those there: all are collected here,
 //! 2. `ready` is read once (`LRANGE`, pages), and the jobs not seen in it as their
 //!    records say are counted again by the script, one pass over `ready` per page of

@@ -156,7 +156,7 @@ pub struct JobInfo {
     pub payload: Vec<u8>,
 }
 
-/// Parses a `jobs` record (`due|loc|attempts|max|skip|payload`, lib.lua's I1; loc `s`
+/// Parses a `jobs` record (`due|loc|attempts|max|skip|payload`, lib/jobs.lua's I1; loc `s`
 /// may carry a delivery number, `s<n>`); `None` for a tombstone.
 pub(crate) fn parse_record(
     key: &str,

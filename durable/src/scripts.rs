@@ -7,31 +7,45 @@
 //! # The text Redis runs
 //!
 //! ```text
-//! line 1        <header> local <lib's functions> local function main() <script line 1>
+//! line 1        <header> local <lib functions> local function main() <script line 1>
 //! lines 2..=N   <script lines 2..=N>
 //! line N+1      end
-//! lines N+2..   <lib.lua>
+//! lines N+2..   <the lib files it needs, whole, one after the other>
 //! last          <the permission check (script_acl.rs)> return main()
 //! ```
 //!
 //! The header ([`lua_header`]: keys from `KEYS`, the contract's constants) and the
-//! forward declaration of lib.lua's functions share line 1 with the script's first line,
+//! forward declaration of the lib functions share line 1 with the script's first line,
 //! so a script's lines keep their numbers in Redis's errors (`user_script:40` is line 40
-//! of the `.lua` file), and a line inside lib.lua is told apart by its number and named
-//! `lib.lua:<line>` in our [`Error`](super::Error) (see [`Script::locate`]). The script's
-//! body is the function `main`, whose upvalues are the names it uses from lib.lua and the
-//! header (Lua 5.1 allows 60; tick.lua, the largest, uses about 35), so lib.lua can come
-//! after it: its `function name(...)` lines assign the locals declared on line 1.
+//! of the `.lua` file), and a line of a lib file is told apart by its number and named
+//! `lib/<file>.lua:<line>` in our [`Error`](super::Error) (see [`Script::locate`]). The
+//! script's body is the function `main`, whose upvalues are the names it uses from the
+//! lib and the header (Lua 5.1 allows 60; tick.lua, the largest, uses about 35), so the
+//! lib can come after it: its `function name(...)` lines assign the locals declared on
+//! line 1.
+//!
+//! # The lib
+//!
+//! The helpers the scripts share live in `scripts/lib/`, a few small files by concern
+//! ([`LIB_FILES`]: checked reads, the permission check, chunked commands, meta's clock
+//! and counters, job records with the invariants I1-I6, where a job is, batches,
+//! recurring schedules, the cold index). Each `function name(...)` of them assigns a
+//! local of line 1 and ends at its only `end` at column 0; state of one file alone is a
+//! one-line `local` in it ([`Lib::parse`] refuses anything else, naming the line). Names
+//! are unique across the files.
 //!
 //! # Only the functions a script calls
 //!
 //! Redis runs the whole text on every call, and each `function` statement makes a new
-//! closure (with an upvalue object for each local it captures), so every function of
-//! lib.lua costs every call whether the call uses it or not: defining all of lib.lua took
-//! a third of a single `schedule`'s Redis CPU (BENCHMARKS.md, "What one script call
-//! costs"). So each script gets only the functions it names, and those they name in turn
-//! ([`Lib::closure`]); the others' lines are left empty, so that lib.lua's lines keep
-//! their numbers and [`Script::locate`] stays a subtraction.
+//! closure (with an upvalue object for each local it captures), so every lib function
+//! costs every call whether the call uses it or not: defining all of them took a third
+//! of a single `schedule`'s Redis CPU (BENCHMARKS.md, "What one script call costs"). So
+//! each script gets only the functions it names, and those they name in turn, from any
+//! file ([`Lib::closure`]); the others' lines are left empty, so that each file's lines
+//! keep their numbers and [`Script::locate`] stays a subtraction, and a file holding none
+//! of them is left out. A call's cost is mostly Lua's, not its commands': every table,
+//! string, function call and command reply counts, and a helper with one caller is
+//! better folded into it.
 
 use super::contract::{lua_header, script_keys, Key};
 use std::sync::OnceLock;
@@ -312,7 +326,7 @@ impl Lib {
     }
 }
 
-/// The identifiers in Lua `code`, outside comments (`--` to the end of the line: lib.lua
+/// The identifiers in Lua `code`, outside comments (`--` to the end of the line: the lib
 /// and the scripts use no block comments) and quoted strings.
 fn identifiers(code: &str) -> std::collections::HashSet<&str> {
     let mut out = std::collections::HashSet::new();
@@ -498,9 +512,9 @@ mod tests {
     }
 
     /// One cancel.lua call of 8,200 ids, all in one bucket: more than one `unpack` takes
-    /// (its reads, the bucket's `SREM` and the records' `HDEL` go through lib.lua's
-    /// chunks), and every job is removed. `cancel_batch` sends 128 ids a call; this is the
-    /// script's own guard, called directly.
+    /// (its reads, the bucket's `SREM` and the records' `HDEL` go through lib/calls.lua's
+    /// chunks), and every job is removed. `cancel_batch` sends 128 ids a call; this is
+    /// the script's own guard, called directly.
     #[tokio::test]
     async fn one_cancel_call_of_8200_ids_in_one_bucket_removes_every_job() {
         let server = tickless_test_support::RedisServer::start();

@@ -33,8 +33,8 @@ async fn the_dead_set_is_read_and_retried_a_page_at_a_time() {
     let mut conn = server.admin().await;
     let key = |suffix: &str| format!("tickless:{{{name}}}:{suffix}");
 
-    // 10,001 dead jobs, as a worker's last failed attempt leaves them (lib.lua's I1, loc
-    // 'd'), and one quarantined record (not a job record) is the oldest.
+    // 10,001 dead jobs, as a worker's last failed attempt leaves them (lib/jobs.lua's I1,
+    // loc 'd'), and one quarantined record (not a job record) is the oldest.
     let n = 10_001;
     let mut pipe = redis::pipe();
     pipe.hset(key("jobs"), "quarantined", "???")

@@ -384,7 +384,7 @@ async fn repair_of_a_cron_schedule_that_lost_its_times_wakes_the_leader_to_compu
     let _: i64 = cmd(&mut admin, &["ZREM", &key("due"), "rc"]).await;
     queue.repair().await.unwrap();
     // Woken now: a script that wakes the leader earlier than it is armed for lowers
-    // `armed` and publishes that time (lib.lua's flush).
+    // `armed` and publishes that time (lib/batch.lua's flush).
     let armed: String = cmd(&mut admin, &["HGET", &key("meta"), "armed"]).await;
     assert_eq!(armed, T0.to_string());
     leader.step().await.unwrap();

@@ -2,7 +2,7 @@
 --
 -- KEYS     meta (contract.rs, script_keys::LEASE)
 -- ARGV     holder (a name for this process), ttl_ms, busy_ms (the leader's busy lease,
---          kept in meta's `busy` for the scripts that shorten the lease: lib.lua's flush)
+--          kept in meta's `busy` for the scripts that shorten the lease: lib/batch.lua)
 -- Returns  { 1, token, now, expires } when taken: the fencing token is above every
 --          earlier leadership's, so it increases on every new leadership;
 --          { 0, holder, now, expires } when another holder's lease is live.

@@ -110,7 +110,7 @@ for _, x in ipairs(jobs) do
     deletes[#deletes + 1] = id
   end
 end
--- Through lib.lua's call_all, as every write of many values (Lua's unpack limit).
+-- Through lib/calls.lua's call_all, as every write of many values (Lua's unpack limit).
 call_all('HDEL', JOBS, deletes)
 call_all('HSET', JOBS, tombs)
 call_all('HDEL', ERRORS, errs)

@@ -14,7 +14,7 @@
 -- and a delivery number of its own (I1): meta's `delivery`, raised by one per job. The lease marker `l`
 -- in `due` is lowered to the new lease end if that is earlier (ZADD LT), and published if
 -- the leader is armed for later. A popped id whose record cannot be read is put in
--- `dead` with an error naming it (lib.lua's quarantine), so one bad record stops no
+-- `dead` with an error naming it (lib/jobs.lua's quarantine), so one bad record stops no
 -- worker.
 local now, last = meta('delivery')
 local lease, max, nacks = arg_int(1, 'lease_ms', 1), arg_int(2, 'max', 0, MAX_BATCH), arg_int(3, 'n_acks', 0)
@@ -133,7 +133,7 @@ local lowered = #flight > 0 and read('zset', 'ZADD', DUE, 'LT', 'CH', ends, M_LE
 if #ids > 0 then
   redis.call('LTRIM', READY, #ids, -1)
 end
--- Every write of many values goes through lib.lua's call_all (Lua's unpack limit).
+-- Every write of many values goes through lib/calls.lua's call_all (Lua's unpack limit).
 call_all('ZREM', FLIGHT, gone)
 call_all('HDEL', JOBS, gone)
 count('n_acked', #gone)

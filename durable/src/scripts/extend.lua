@@ -24,8 +24,8 @@ for i = 1, n do
   ids[i] = ARGV[2 * i]
   dels[i] = arg_int(2 * i + 1, 'delivery', 1)
 end
--- First every read, then the one write. Both reads and the write go through lib.lua's
--- read_all and call_all (Lua's unpack limit).
+-- First every read, then the one write. Both reads and the write go through
+-- lib/calls.lua's read_all and call_all (Lua's unpack limit).
 local held = read_all('zset', 'ZMSCORE', FLIGHT, ids)
 local recs = read_all('hash', 'HMGET', JOBS, ids)
 local args = {}

@@ -4,7 +4,7 @@
 --          script_keys::FAIL); bucket keys are built from meta's prefix
 -- ARGV     id, delivery, backoff_ms, error, and optionally `q`: the worker could not read
 --          what the claim handed it (an id that is not UTF-8), so the job goes to `dead`
---          whatever its attempts, counted as quarantined (lib.lua's quarantine)
+--          whatever its attempts, counted as quarantined (lib/jobs.lua's quarantine)
 -- Returns  { now, outcome }: 1 retried after backoff_ms, 2 dead (it was the last
 --          attempt, or quarantined), 0 the delivery no longer holds the job (its lease
 --          ended, or it was cancelled): nothing changed.

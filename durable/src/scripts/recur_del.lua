@@ -1,4 +1,4 @@
--- recur_del.lua: removes recurring schedules (lib.lua, "Recurring schedules"). Jobs
+-- recur_del.lua: removes recurring schedules (lib/recur.lua). Jobs
 -- already made from their occurrences stay (cancel them by their ids, `<id>@<ms>`).
 --
 -- KEYS     meta, recur, rnext, due, rlow (contract.rs, script_keys::RECUR)

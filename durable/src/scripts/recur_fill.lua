@@ -1,5 +1,5 @@
 -- recur_fill.lua: the leader appends occurrences to cron schedules that run low
--- (lib.lua, "Recurring schedules"); fenced like tick.lua.
+-- (lib/recur.lua); fenced like tick.lua.
 --
 -- KEYS     meta, recur, rnext, due, rlow (contract.rs, script_keys::RECUR)
 -- ARGV     token, then triples: id, the `rnext` value the times were computed from (''

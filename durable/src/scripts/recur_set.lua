@@ -1,4 +1,4 @@
--- recur_set.lua: sets a recurring schedule (lib.lua, "Recurring schedules").
+-- recur_set.lua: sets a recurring schedule (lib/recur.lua).
 --
 -- KEYS     meta, recur, rnext, due, rlow (contract.rs, script_keys::RECUR)
 -- ARGV     id, record (`kind|policy|max|period|spec|payload`), first: 'r<us>' (an

@@ -24,7 +24,7 @@
 -- two of them every job is where its record says, and this script changes only what
 -- breaks that): a job in no place is inserted anew by its due time, as schedule.lua
 -- would (due: `ready`); a bucket that holds its jobs but has no `due` member gets it; a
--- dead job not in `dead` goes there; an unreadable record is quarantined (lib.lua). A job
+-- dead job not in `dead` goes there; an unreadable record is quarantined (lib/jobs.lua). A job
 -- in flight is never moved, so repair delivers nothing twice. A record whose skip count
 -- (I5) does not match the stale entries `ready` holds is corrected, wherever the job is
 -- (after `ready` was deleted, a job elsewhere would otherwise lose its next live entry);

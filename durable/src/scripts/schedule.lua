@@ -6,7 +6,7 @@
 --          be sent again (ConnectOptions::retry_schedules_for), its token and how long
 --          (ms) it may be sent again
 --          when is 'a<ms>' (due at that time on the queue's clock) or 'r<us>' (due that
---          many microseconds from now, to the microsecond: see lib.lua's arg_when)
+--          many microseconds from now, to the microsecond: see lib/meta.lua's arg_when)
 -- Returns  { now, added_1, ..., added_n }: added is 1 for a new job, 0 for an id in use
 --          (or one this call's token added before).
 --

@@ -17,12 +17,12 @@
 --               once every check passed) into the staged window (due before the new
 --               horizon) or into finer buckets, which start at or after the horizon and
 --               so are not due in this call.
---   r<id>       a recurring schedule's next occurrence: lib.lua's recur_take makes
+--   r<id>       a recurring schedule's next occurrence: lib/recur.lua's recur_take makes
 --               its job(s) and moves the schedule on, in this same call (R1).
 --   l           the lease marker, scored at or before the earliest lease end: jobs whose
 --               lease ended go back to `ready`, or to `dead` after their last attempt.
 -- Then meta's `armed` is raised to at least the new head, so that a script adding an
--- earlier wake knows to publish it (lib.lua's flush).
+-- earlier wake knows to publish it (lib/batch.lua's flush).
 local now, token, expires, armed_at = meta('token', 'expires', 'armed')
 local budget = arg_int(2, 'limit', 1, MAX_BATCH)
 if token ~= ARGV[1] or (tonumber(expires) or 0) <= now then
@@ -37,7 +37,7 @@ local items = read('zset', 'ZRANGEBYSCORE', DUE, '-inf', now, 'WITHSCORES', 'LIM
 if #items == 2 * budget then
   more = 1
 end
--- First every read and check, then every write (see lib.lua's `expect`): a key of the
+-- First every read and check, then every write (see lib/reads.lua's `expect`): a key of the
 -- wrong type that this call would write stops it before it has moved anything.
 local popped = {}   -- bucket key -> the ids taken out of it
 local bad = {}      -- ids whose record cannot be read: set aside in `dead`
@@ -139,7 +139,7 @@ local low_wanted = #rplan.low > 0 or redis.call('TYPE', RLOW)['ok'] ~= 'none'
 if low_wanted then
   expect(RLOW, 'set')
 end
--- Every check passed: the writes, those of many values through lib.lua's call_all
+-- Every check passed: the writes, those of many values through lib/calls.lua's call_all
 -- (Lua's unpack limit).
 for _, taken in ipairs(popped) do
   call_all('SREM', taken[1], taken[2])

@@ -9,7 +9,8 @@
 //! scripts, such as a leader's step that acquired and ticked before its cold tier move
 //! was refused, is compared only when its first script was refused, and otherwise judged
 //! by the log and the error). Redis refuses a command only when a script reaches it and
-//! keeps what the script wrote before: lib.lua's `acl_check` checks every command first.
+//! keeps what the script wrote before: lib/acl.lua's `acl_refused` checks every command
+//! first.
 //!
 //! Every script of `src/scripts/` is refused to some user on some call here, or is
 //! listed in [`NEVER_REFUSED`] with why no missing grant can stop it on the calls that
@@ -49,8 +50,8 @@ const NEVER_REFUSED: &[(&str, &str)] = &[
     ),
 ];
 
-/// The scripts in `src/scripts/` (lib.lua is their library, not a script), by name:
-/// those of the cold tier only with feature `cold`.
+/// The scripts in `src/scripts/` (their library is in `lib/`), by name: those of
+/// the cold tier only with feature `cold`.
 fn script_files() -> BTreeSet<String> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/scripts");
     std::fs::read_dir(dir)
@@ -59,7 +60,6 @@ fn script_files() -> BTreeSet<String> {
             let name = entry.unwrap().file_name().into_string().unwrap();
             name.strip_suffix(".lua").map(str::to_string)
         })
-        .filter(|name| name != "lib")
         .filter(|name| cfg!(feature = "cold") || !name.starts_with("cold_"))
         .collect()
 }
