@@ -32,7 +32,8 @@
 //! recurring schedules, the cold index). Each `function name(...)` of them assigns a
 //! local of line 1 and ends at its only `end` at column 0; state of one file alone is a
 //! one-line `local` in it ([`Lib::parse`] refuses anything else, naming the line). Names
-//! are unique across the files.
+//! are unique across the files. The other names they use (`META`, `JOBS`, ..., `P`,
+//! `CHANNEL`, `W0`, `LEAD`, ...) are the header's.
 //!
 //! # Only the functions a script calls
 //!
