@@ -1,11 +1,11 @@
 //! What Redis knows of a queue's cold tier, read without the store (so every build, the
 //! operator's binary and the dashboard among them, shows it), and the Redis half of
-//! rescheduling a cold job. The tier itself (moves, loads, the store) is cold.rs.
+//! rescheduling a cold job. The tier itself (moves, loads, the store) is cold.rs; the
+//! repair of its index, repair.rs.
 
 use super::contract::{system_time, Key};
 use super::error::Error;
 use super::queue::Queue;
-use super::repair::Repaired;
 use super::reply::{JobInfo, JobState};
 use super::scripts::scripts;
 use std::collections::BTreeMap;
@@ -133,57 +133,6 @@ impl Queue {
              (Queue::with_cold_tier, feature `cold`)",
         ))
     }
-}
-
-/// Index buckets read per pipeline, and entries judged per `cold_repair.lua` call.
-const INDEX_PAGE: u32 = 1024;
-const REPAIR_ENTRIES: usize = 1000;
-
-/// `Queue::repair`'s share of the cold tier (`cold_repair.lua`'s docs): every entry of
-/// the index, a page at a time, then `cseg` against `cwin`. Nothing for a queue that
-/// never had a cold tier.
-pub(crate) async fn repair(queue: &Queue, done: &mut Repaired) -> Result<(), Error> {
-    let meta = queue.meta_key();
-    let cold: Option<String> = redis::cmd("HGET")
-        .arg(meta)
-        .arg("cold")
-        .query_async(&mut queue.conn())
-        .await
-        .map_err(|err| Error::redis(meta, "HGET", err))?;
-    if cold.is_none() {
-        return Ok(());
-    }
-    let mut entries: Vec<Vec<u8>> = Vec::new();
-    for first in (0..1u32 << 16).step_by(INDEX_PAGE as usize) {
-        let mut pipe = redis::pipe();
-        for n in first..first + INDEX_PAGE {
-            pipe.cmd("HGETALL").arg(queue.cold_index_key(n as u16));
-        }
-        let pages: Vec<Vec<(Vec<u8>, Vec<u8>)>> = pipe
-            .query_async(&mut queue.conn())
-            .await
-            .map_err(|err| Error::redis(meta, "HGETALL of the cold index", err))?;
-        for (id, seg) in pages.into_iter().flatten() {
-            entries.push(id);
-            entries.push(seg);
-            if entries.len() >= 2 * REPAIR_ENTRIES {
-                repair_call(queue, std::mem::take(&mut entries), done).await?;
-            }
-        }
-    }
-    if !entries.is_empty() {
-        repair_call(queue, entries, done).await?;
-    }
-    repair_call(queue, Vec::new(), done).await
-}
-
-async fn repair_call(queue: &Queue, pairs: Vec<Vec<u8>>, done: &mut Repaired) -> Result<(), Error> {
-    let mut args: Vec<&[u8]> = vec![b"-"];
-    args.extend(pairs.iter().map(Vec::as_slice));
-    let reply = queue.call(&scripts().cold_repair, &args).await?;
-    done.placed += reply.int(1)?.max(0) as u64;
-    done.removed += reply.int(2)?.max(0) as u64;
-    Ok(())
 }
 
 /// A `cseg` value, `window|left|bytes`, as numbers.
