@@ -241,8 +241,9 @@ const GROUPS: u64 = 500;
 
 #[test]
 fn sixty_thousand_operations_racing_checks_expiries_forces_and_cancels_each_end_once() {
-    const WAVES: usize = 6;
-    const PER_WAVE: usize = 10_000;
+    // Under Miri (CI runs this file there, for the purgatory's `unsafe`), smaller.
+    const WAVES: usize = if cfg!(miri) { 2 } else { 6 };
+    const PER_WAVE: usize = if cfg!(miri) { 40 } else { 10_000 };
     within(Duration::from_secs(240), "the race", || {
         let timer = manual();
         let purgatory: Purgatory<u64, u64> = Purgatory::with_timer(timer.clone());
@@ -420,7 +421,7 @@ fn sixty_thousand_operations_racing_checks_expiries_forces_and_cancels_each_end_
 
 #[test]
 fn threshold_waiting_never_exceeds_what_was_made_while_advances_race_waits() {
-    const WAITS: usize = 100_000;
+    const WAITS: usize = if cfg!(miri) { 200 } else { 100_000 };
     within(Duration::from_secs(120), "threshold counters", || {
         let timer = manual();
         let purgatory: ThresholdPurgatory<u64> = ThresholdPurgatory::with_timer(timer.clone());
@@ -500,7 +501,7 @@ fn threshold_waiting_never_exceeds_what_was_made_while_advances_race_waits() {
 
 #[test]
 fn purgatory_counters_never_exceed_what_was_made_while_operations_race() {
-    const OPS: usize = 20_000;
+    const OPS: usize = if cfg!(miri) { 40 } else { 20_000 };
     within(Duration::from_secs(120), "purgatory counters", || {
         let timer = manual();
         let purgatory: Purgatory<u64, ()> = Purgatory::with_timer(timer.clone());
@@ -546,8 +547,9 @@ fn purgatory_counters_never_exceed_what_was_made_while_operations_race() {
                 let (purgatory, ready) = (purgatory.clone(), ready.clone());
                 thread::spawn(move || {
                     let mut rng = Rng(90 + t);
-                    for round in 0..40_000 {
-                        if round == 20_000 {
+                    let rounds = if cfg!(miri) { 100 } else { 40_000 };
+                    for round in 0..rounds {
+                        if round == rounds / 2 {
                             ready.store(true, Ordering::Relaxed);
                         }
                         purgatory.check(&rng.below(8));
@@ -581,7 +583,7 @@ fn purgatory_counters_never_exceed_what_was_made_while_operations_race() {
 /// this fast never ends.
 #[test]
 fn a_watcher_is_not_kept_rerunning_its_condition_for_a_checker_that_never_pauses() {
-    const WATCHES: u64 = 20_000;
+    const WATCHES: u64 = if cfg!(miri) { 40 } else { 20_000 };
     const STALL: Duration = Duration::from_secs(30);
     const STEPS: [&str; 3] = ["watch", "poll", "drop"];
     let purgatory: Purgatory<u64, u64> = Purgatory::with_timer(manual());
