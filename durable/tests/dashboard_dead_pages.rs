@@ -1,27 +1,11 @@
 //! The dashboard's dead jobs a page at a time (`?dead_from=`), read in-process through
 //! the router (no browser needed for links).
 
-use tickless_durable::dashboard::Dashboard;
 use tickless_durable::Queue;
 use tickless_test_support as support;
-use tower::ServiceExt as _;
 
-async fn page(queue: &Queue, uri: &str) -> String {
-    let response = Dashboard::new([queue.clone()])
-        .router()
-        .oneshot(
-            axum::http::Request::get(uri)
-                .body(axum::body::Body::empty())
-                .unwrap(),
-        )
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200, "{uri}");
-    let body = axum::body::to_bytes(response.into_body(), 1 << 22)
-        .await
-        .unwrap();
-    String::from_utf8(body.to_vec()).unwrap()
-}
+mod in_process;
+use in_process::get;
 
 #[tokio::test]
 async fn the_dead_jobs_are_shown_a_page_at_a_time() {
@@ -39,11 +23,11 @@ async fn the_dead_jobs_are_shown_a_page_at_a_time() {
     }
     let _: () = pipe.query_async(&mut conn).await.unwrap();
 
-    let first = page(&queue, &format!("/queue/{name}")).await;
+    let first = get(&queue, &format!("/queue/{name}")).await;
     assert!(first.contains("Dead (1 to 50, oldest first)"), "{first}");
     assert!(first.contains("dead-49") && !first.contains("dead-50"));
     assert!(first.contains(&format!("/queue/{name}?dead_from=50")));
-    let second = page(&queue, &format!("/queue/{name}?dead_from=50")).await;
+    let second = get(&queue, &format!("/queue/{name}?dead_from=50")).await;
     assert!(second.contains("Dead (51 to 60, oldest first)"), "{second}");
     assert!(second.contains("dead-50") && second.contains("dead-59"));
     assert!(!second.contains("dead-49") && !second.contains("dead_from="));

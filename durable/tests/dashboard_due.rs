@@ -5,27 +5,15 @@
 
 use std::time::Duration;
 use support::{at, RedisServer, T0};
-use tickless_durable::dashboard::Dashboard;
 use tickless_durable::{LeaderOptions, Queue};
 use tickless_test_support as support;
-use tower::ServiceExt as _;
 
+mod in_process;
+use in_process::get;
+
+/// The queue's own page.
 async fn page(queue: &Queue) -> String {
-    let uri = format!("/queue/{}", queue.name());
-    let response = Dashboard::new([queue.clone()])
-        .router()
-        .oneshot(
-            axum::http::Request::get(&uri)
-                .body(axum::body::Body::empty())
-                .unwrap(),
-        )
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200, "{uri}");
-    let body = axum::body::to_bytes(response.into_body(), 1 << 22)
-        .await
-        .unwrap();
-    String::from_utf8(body.to_vec()).unwrap()
+    get(queue, &format!("/queue/{}", queue.name())).await
 }
 
 /// The chart `id` of the page: its `<svg>` element, and the caption of its figure.

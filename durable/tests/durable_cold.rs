@@ -15,6 +15,8 @@ use std::time::Duration;
 use support::{at, RedisServer, T0};
 use tickless_durable::{ColdTier, JobState, LeaderOptions, Queue, When};
 
+#[cfg(feature = "dashboard")]
+mod in_process;
 mod cold {
     pub mod common;
     pub mod faulty;

@@ -11,6 +11,9 @@ use tickless_durable::{LeaderOptions, Queue};
 use tickless_test_support as support;
 use tower::ServiceExt as _;
 
+mod in_process;
+use in_process::get;
+
 const JOBS: u64 = 20;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -170,24 +173,6 @@ async fn metrics_are_prometheus_text_whose_types_fit_their_samples() {
     };
     let qs: Vec<f64> = quantiles.iter().map(|q| q.quantile).collect();
     assert_eq!(qs, [0.5, 0.99]);
-}
-
-/// GET `path` of a dashboard of `queue`: the body.
-async fn get(queue: &Queue, path: &str) -> String {
-    let response = Dashboard::new([queue.clone()])
-        .router()
-        .oneshot(
-            axum::http::Request::get(path)
-                .body(axum::body::Body::empty())
-                .unwrap(),
-        )
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200, "{path}");
-    let body = axum::body::to_bytes(response.into_body(), 1 << 20)
-        .await
-        .unwrap();
-    String::from_utf8(body.to_vec()).unwrap()
 }
 
 /// A leader whose user lacks a grant its tick needs (`+srandmember`: the lease's own

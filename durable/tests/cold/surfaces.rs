@@ -7,32 +7,13 @@
 //! are exact; bytes are the segment files' sizes in the directory.
 
 use super::common::*;
+use crate::in_process::get;
 use prometheus_parse::{Scrape, Value};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
-use tickless_durable::dashboard::Dashboard;
 use tickless_durable::{ColdTier, Queue, When};
 use tickless_test_support::{at, RedisServer, T0};
-use tower::ServiceExt as _;
-
-/// GET `path` of a dashboard of `queue`: the body.
-async fn get(queue: &Queue, path: &str) -> String {
-    let response = Dashboard::new([queue.clone()])
-        .router()
-        .oneshot(
-            axum::http::Request::get(path)
-                .body(axum::body::Body::empty())
-                .unwrap(),
-        )
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200, "{path}");
-    let body = axum::body::to_bytes(response.into_body(), 1 << 22)
-        .await
-        .unwrap();
-    String::from_utf8(body.to_vec()).unwrap()
-}
 
 /// The `/metrics` samples of `metric` with one value, as (labels but `queue`, value).
 fn samples(scrape: &Scrape, metric: &str) -> BTreeMap<Vec<(String, String)>, f64> {
