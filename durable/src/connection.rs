@@ -454,16 +454,16 @@ impl Queue {
     ///
     /// As [`call_many`](Queue::call_many), and [`Error::is_replication`] when fewer
     /// replicas acknowledged than asked (the writes were made on the master).
-    pub(crate) async fn call_replicated(
+    pub(crate) async fn call_replicated<C: AsRef<[Vec<u8>]>>(
         &self,
         script: &Script,
-        calls: &[Vec<Vec<u8>>],
+        calls: &[C],
         retry: bool,
     ) -> Result<Vec<Reply>, Error> {
         let meta = self.meta_key();
         let mut pipe = redis::pipe();
         for args in calls {
-            self.add_call(&mut pipe, script, args);
+            self.add_call(&mut pipe, script, args.as_ref());
         }
         if let Some((replicas, timeout)) = self.replicas() {
             let ms = u64::try_from(timeout.as_millis())

@@ -4,8 +4,8 @@
 use super::contract::{ms_ceil, staged_member, unix_ms_ceil, Key, MAX_BATCH, MAX_DUE_MS};
 use super::error::Error;
 use super::queue::{check_id, Queue};
+use super::rdb::schedule;
 use super::reply;
-use super::scripts::scripts;
 use redis::AsyncCommands;
 use std::time::{Duration, SystemTime};
 
@@ -19,13 +19,12 @@ impl Queue {
     /// job was quarantined: its record is not one this crate can retry).
     pub async fn retry_dead(&self, id: &str) -> Result<bool, Error> {
         check_id(id)?;
-        let reply = self.call(&scripts().retry_dead, &[id.as_bytes()]).await?;
-        match reply.int(0)? {
-            -1 => Err(Error::garbage(
+        match schedule::retry_dead(self, &[id.as_bytes()]).await?[0] {
+            None => Err(Error::garbage(
                 self.key(Key::Jobs),
                 format!("field {id:?} is not a job record"),
             )),
-            n => Ok(n == 1),
+            Some(retried) => Ok(retried),
         }
     }
 
@@ -57,14 +56,13 @@ impl Queue {
             if ids.is_empty() {
                 break;
             }
-            let args: Vec<&[u8]> = ids.iter().map(Vec::as_slice).collect();
-            let reply = self.call(&scripts().retry_dead, &args).await?;
-            for i in 0..ids.len() {
-                match reply.int(i)? {
-                    1 => retried += 1,
+            let ids: Vec<&[u8]> = ids.iter().map(Vec::as_slice).collect();
+            for answer in schedule::retry_dead(self, &ids).await? {
+                match answer {
+                    Some(true) => retried += 1,
                     // Still in `dead` (quarantined): the next page starts after it.
-                    -1 => skipped += 1,
-                    _ => {}
+                    None => skipped += 1,
+                    Some(false) => {}
                 }
             }
             seen += ids.len();

@@ -2,8 +2,7 @@
 //! became of a failed one.
 
 use super::contract::system_time;
-use super::error::Error;
-use super::reply::Reply;
+use super::rdb::deliver::Delivered;
 #[cfg(doc)]
 use super::Worker;
 use std::time::{Duration, SystemTime};
@@ -130,24 +129,25 @@ pub enum Failed {
     LeaseLost,
 }
 
-/// The job at `reply[i..i + 5]` (id, attempt, delivery, due, payload); or, if its id is
-/// not UTF-8, the id's bytes and the delivery, for `Worker::quarantine`.
+/// The job a claim handed over; or, if its id is not UTF-8, the id's bytes and the
+/// delivery, for `Worker::quarantine`.
 pub(crate) fn job(
-    reply: &mut Reply,
-    i: usize,
+    delivered: Delivered,
     now: u64,
     received: Instant,
-) -> Result<Result<Job, (Vec<u8>, u64)>, Error> {
-    let id = reply.take_bytes(i)?;
-    let attempt = u32::try_from(reply.int(i + 1)?).unwrap_or(u32::MAX);
-    let delivery = reply.int(i + 2)?.max(0) as u64;
-    let due_ms = reply.int(i + 3)?.max(0) as u64;
-    let payload = reply.take_bytes(i + 4)?;
+) -> Result<Job, (Vec<u8>, u64)> {
+    let Delivered {
+        id,
+        attempt,
+        delivery,
+        due_ms,
+        payload,
+    } = delivered;
     let id = match String::from_utf8(id) {
         Ok(id) => id,
-        Err(err) => return Ok(Err((err.into_bytes(), delivery))),
+        Err(err) => return Err((err.into_bytes(), delivery)),
     };
-    Ok(Ok(Job {
+    Ok(Job {
         id,
         attempt,
         delivery,
@@ -155,5 +155,5 @@ pub(crate) fn job(
         payload,
         claimed_ms: now,
         received,
-    }))
+    })
 }

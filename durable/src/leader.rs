@@ -18,8 +18,8 @@ use super::contract::MAX_BATCH;
 use super::error::Error;
 use super::leader_handle::{stats, LeaderHandle, LeaderStats, Shared};
 use super::queue::Queue;
+use super::rdb::lead as rdb;
 use super::retry::Retry;
-use super::scripts::scripts;
 use futures_core::Stream;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
@@ -460,24 +460,16 @@ impl Leader {
 
     async fn acquire(&mut self) -> Result<(), Error> {
         // The busy lease is both the first lease and what schedulers shorten it to.
-        let ttl = self.options.busy_lease.as_millis().to_string();
-        let reply = self
-            .queue
-            .call(
-                &scripts().acquire,
-                &[self.name.as_bytes(), ttl.as_bytes(), ttl.as_bytes()],
-            )
-            .await?;
+        let ttl = self.options.busy_lease.as_millis();
+        let acquired = rdb::acquire(&self.queue, &self.name, ttl, ttl).await?;
         let local = Instant::now();
-        let now = reply.int(2)?.max(0) as u64;
-        let expires = reply.int(3)?.max(0) as u64;
+        let (now, expires) = (acquired.now, acquired.expires);
         let map = ClockMap {
             local,
             queue_ms: now,
         };
         self.last_map = Some(map);
-        if reply.int(0)? == 1 {
-            let token = reply.int(1)?.max(0) as u64;
+        if let Some(token) = acquired.token {
             self.shared.token.store(token, Ordering::Relaxed);
             self.shared.leading.store(true, Ordering::Relaxed);
             self.shared.leaderships.fetch_add(1, Ordering::Relaxed);
@@ -536,23 +528,12 @@ impl Leader {
         let stats = self.stats();
         let (now_ms, _) = self.queue_now_estimate();
         let ttl = self.lease_for(now_ms, next_ms);
-        let args = [
-            token.to_string(),
-            ttl.as_millis().to_string(),
-            stats.lag_p50_ms.unwrap_or(0).to_string(),
-            stats.lag_p99_ms.unwrap_or(0).to_string(),
-            stats.promoted.to_string(),
-            stats.lag_sum_ms.to_string(),
-        ];
-        let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
-        let reply = self.queue.call(&scripts().renew, &args).await?;
+        let renewed = rdb::renew(&self.queue, token, ttl.as_millis(), &stats).await?;
         let local = Instant::now();
-        if reply.int(0)? != 1 {
+        let Some((now, new_expires)) = renewed else {
             self.lose();
             return Ok(());
-        }
-        let now = reply.int(1)?.max(0) as u64;
-        let new_expires = reply.int(2)?.max(0) as u64;
+        };
         self.last_map = Some(ClockMap {
             local,
             queue_ms: now,
@@ -583,26 +564,24 @@ impl Leader {
             let Role::Leading { token, .. } = self.role else {
                 return Ok(());
             };
-            let token_arg = token.to_string();
-            let batch = self.options.batch.to_string();
-            let reply = self
-                .queue
-                .call(&scripts().tick, &[token_arg.as_bytes(), batch.as_bytes()])
-                .await?;
+            let ticked = rdb::tick(&self.queue, token, self.options.batch).await?;
             let local = Instant::now();
-            if reply.len() == 1 {
+            let Some(rdb::Ticked {
+                now,
+                next,
+                flags,
+                lags: promoted_lags,
+            }) = ticked
+            else {
                 self.lose();
                 return Ok(());
-            }
-            let now = reply.int(0)?.max(0) as u64;
-            let next = reply.int(1)?;
-            let flags = reply.int(2)?;
+            };
             let more = flags & 1 == 1;
-            let promoted = reply.len().saturating_sub(3);
+            let promoted = promoted_lags.len();
             if promoted > 0 {
                 let mut lags = self.shared.lags.lock().unwrap_or_else(|e| e.into_inner());
-                for i in 3..reply.len() {
-                    lags.record(reply.int(i)?);
+                for lag in promoted_lags {
+                    lags.record(lag);
                 }
                 self.shared
                     .promoted
@@ -655,11 +634,7 @@ impl Leader {
 
     async fn release(&mut self) {
         if let Role::Leading { token, .. } = self.role {
-            let token = token.to_string();
-            let _ = self
-                .queue
-                .call(&scripts().release, &[token.as_bytes()])
-                .await;
+            let _ = rdb::release(&self.queue, token).await;
             self.lose();
         }
     }

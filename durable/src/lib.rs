@@ -228,6 +228,7 @@ mod nodes;
 mod peek;
 mod queue;
 mod random;
+mod rdb;
 mod recur;
 mod redact;
 mod repair;

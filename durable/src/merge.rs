@@ -34,7 +34,7 @@
 //! (`durable_merge.rs`'s `merged_schedules_are_due_their_own_delay_after_their_own_call`).
 
 use super::queue::Queue;
-use super::scripts::scripts;
+use super::rdb::schedule::{self as rdb, resend_token, ScheduleCall};
 use super::when::When;
 use super::Error;
 use std::sync::{Mutex, MutexGuard};
@@ -254,64 +254,14 @@ async fn drive(queue: &Queue) {
 /// One `schedule.lua` call of `jobs` (at most [`MAX_MERGED`]), with `WAIT` if the queue
 /// waits for replicas: whether each was added, in order.
 async fn send(queue: &Queue, jobs: &[(&str, &[u8], When)]) -> Result<Vec<bool>, Error> {
-    let args = schedule_args(queue, jobs, resend_token(queue).as_ref());
-    let args: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
-    let args = &args;
-    let reply = queue
-        .schedule_through_failover(Instant::now(), move || async move {
-            if queue.waits_for_replicas() {
-                let call = args.iter().map(|arg| arg.to_vec()).collect();
-                let mut replies = queue
-                    .call_replicated(&scripts().schedule, &[call], true)
-                    .await?;
-                Ok(replies.remove(0))
-            } else {
-                queue.call(&scripts().schedule, args).await
-            }
-        })
+    let call = ScheduleCall::new(queue, jobs, resend_token(queue).as_ref());
+    let call = &call;
+    let added = queue
+        .schedule_through_failover(Instant::now(), move || rdb::schedule(queue, call))
         .await?;
-    let added = (1..=jobs.len())
-        .map(|i| reply.int(i).map(|added| added == 1))
-        .collect::<Result<Vec<bool>, Error>>()?;
     #[cfg(feature = "tracing")]
     for ((id, _, _), added) in jobs.iter().zip(&added) {
         super::trace::event!(debug, queue = queue.name(), id, added, "schedule");
     }
     Ok(added)
-}
-
-/// The token of a schedule call that may be sent again, and how long (ms) it may be
-/// ([`ConnectOptions::retry_schedules_for`](super::ConnectOptions::retry_schedules_for),
-/// plus a second for the trip): what makes a resend exact (schedule.lua). `None` on a
-/// queue that sends each call once.
-pub(crate) fn resend_token(queue: &Queue) -> Option<(String, String)> {
-    let limit = queue.schedule_retry();
-    (!limit.is_zero()).then(|| {
-        let window = limit.as_millis().saturating_add(1000);
-        (super::random::random_hex(), window.to_string())
-    })
-}
-
-/// `schedule.lua`'s arguments for `jobs`: their count, each job's id, due time, attempts
-/// and payload, then the resend token and window if any.
-pub(crate) fn schedule_args(
-    queue: &Queue,
-    jobs: &[(&str, &[u8], When)],
-    token: Option<&(String, String)>,
-) -> Vec<Vec<u8>> {
-    let attempts = queue.max_attempts().to_string().into_bytes();
-    let mut args = Vec::with_capacity(3 + 4 * jobs.len());
-    args.push(jobs.len().to_string().into_bytes());
-    for (id, payload, when) in jobs {
-        args.extend([
-            id.as_bytes().to_vec(),
-            when.arg().into_bytes(),
-            attempts.clone(),
-            payload.to_vec(),
-        ]);
-    }
-    if let Some((token, window)) = token {
-        args.extend([token.clone().into_bytes(), window.clone().into_bytes()]);
-    }
-    args
 }

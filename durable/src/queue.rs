@@ -3,8 +3,9 @@
 use super::connection::{send_again, Conn, ConnectOptions, Nodes};
 use super::contract::{self, Key};
 use super::error::Error;
+use super::rdb::schedule::{self, Rescheduled};
 use super::reply::Reply;
-use super::scripts::{scripts, Script};
+use super::scripts::Script;
 use super::when::{CatchUp, When};
 use redis::Value;
 use std::sync::Arc;
@@ -341,14 +342,14 @@ impl Queue {
     /// Runs `calls` (argument lists of `script`) in one pipeline; loads the script and
     /// tries again once if Redis does not know it, and sends it once more on a new
     /// connection when an idempotent script's finds its connection closed.
-    pub(crate) async fn call_many(
+    pub(crate) async fn call_many<C: AsRef<[Vec<u8>]>>(
         &self,
         script: &Script,
-        calls: &[Vec<Vec<u8>>],
+        calls: &[C],
     ) -> Result<Vec<Reply>, Error> {
         let mut pipe = redis::pipe();
         for args in calls {
-            self.add_call(&mut pipe, script, args);
+            self.add_call(&mut pipe, script, args.as_ref());
         }
         let mut conn = self.conn();
         let mut result: redis::RedisResult<Vec<Value>> = pipe.query_async(&mut conn).await;
@@ -485,29 +486,21 @@ impl Queue {
             .iter()
             .map(|(id, payload, when)| (*id, payload.as_ref(), *when))
             .collect();
-        // One resend token for the batch's calls (merge::resend_token).
-        let token = super::merge::resend_token(self);
-        let calls: Vec<Vec<Vec<u8>>> = jobs
+        // One resend token for the batch's calls (rdb::schedule::resend_token).
+        let token = schedule::resend_token(self);
+        let calls: Vec<schedule::ScheduleCall> = jobs
             .chunks(SCHEDULE_CHUNK)
-            .map(|chunk| super::merge::schedule_args(self, chunk, token.as_ref()))
+            .map(|chunk| schedule::ScheduleCall::new(self, chunk, token.as_ref()))
             .collect();
         let mut added = Vec::new();
         let started = Instant::now();
         for group in calls.chunks(PIPELINE_CALLS) {
-            let replies = self
-                .schedule_through_failover(started, move || async move {
-                    if self.waits_for_replicas() {
-                        self.call_replicated(&scripts().schedule, group, true).await
-                    } else {
-                        self.call_many(&scripts().schedule, group).await
-                    }
+            added.extend(
+                self.schedule_through_failover(started, move || {
+                    schedule::schedule_pipelined(self, group)
                 })
-                .await?;
-            for reply in replies {
-                for i in 1..reply.len() {
-                    added.push(reply.int(i)? == 1);
-                }
-            }
+                .await?,
+            );
         }
         Ok(added)
     }
@@ -526,8 +519,7 @@ impl Queue {
     /// [`Error::is_invalid_id`], [`Error::is_redis`], [`Error::is_garbage`].
     pub async fn cancel(&self, id: &str) -> Result<bool, Error> {
         check_id(id)?;
-        let reply = self.call(&scripts().cancel, &[id.as_bytes()]).await?;
-        Ok(reply.int(0)? == 1)
+        Ok(schedule::cancel(self, &[id]).await?[0])
     }
 
     /// Cancels many jobs: 128 per script call, calls pipelined 32 at a time. Returns, in
@@ -540,21 +532,17 @@ impl Queue {
         &self,
         ids: impl IntoIterator<Item = &'a str>,
     ) -> Result<Vec<bool>, Error> {
-        let mut calls: Vec<Vec<Vec<u8>>> = Vec::new();
+        let mut calls: Vec<Vec<&str>> = Vec::new();
         for id in ids {
             check_id(id)?;
             match calls.last_mut() {
-                Some(call) if call.len() < SCHEDULE_CHUNK => call.push(id.as_bytes().to_vec()),
-                _ => calls.push(vec![id.as_bytes().to_vec()]),
+                Some(call) if call.len() < SCHEDULE_CHUNK => call.push(id),
+                _ => calls.push(vec![id]),
             }
         }
         let mut removed = Vec::new();
         for group in calls.chunks(PIPELINE_CALLS) {
-            for reply in self.call_many(&scripts().cancel, group).await? {
-                for i in 0..reply.len() {
-                    removed.push(reply.int(i)? == 1);
-                }
-            }
+            removed.extend(schedule::cancel_pipelined(self, group).await?);
         }
         Ok(removed)
     }
@@ -593,13 +581,11 @@ impl Queue {
         // A cold job is read from its segment and moved by a second call; if it moved in
         // between (loaded, cancelled), the first call is asked again.
         for _ in 0..COLD_TRIES {
-            let reply = self
-                .call(&scripts().reschedule, &[id.as_bytes(), when.as_bytes()])
-                .await?;
-            if reply.int(1)? != 2 {
-                return Ok(reply.int(1)? == 1);
-            }
-            let (seg, window) = (reply.int(2)?.max(0) as u64, reply.int(3)?.max(0) as u64);
+            let (seg, window) = match schedule::reschedule(self, id, &when).await? {
+                Rescheduled::Moved => return Ok(true),
+                Rescheduled::NotWaiting => return Ok(false),
+                Rescheduled::Cold { seg, window } => (seg, window),
+            };
             if self.thaw(id, seg, window, &when).await? {
                 return Ok(true);
             }

@@ -21,7 +21,7 @@ use super::contract::{Key, MAX_BATCH};
 use super::error::Error;
 use super::job::{job, Failed, Job};
 use super::queue::Queue;
-use super::scripts::scripts;
+use super::rdb::deliver as rdb;
 use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
@@ -181,31 +181,17 @@ impl Worker {
     ///
     /// [`Error::is_redis`], [`Error::is_garbage`].
     pub async fn fail(&self, job: &Job, error: &str) -> Result<Failed, Error> {
-        let delivery = job.delivery.to_string();
-        let backoff = self
-            .options
-            .backoff
-            .delay_of(&job.id, job.attempt)
-            .as_millis()
-            .to_string();
+        let backoff = self.options.backoff.delay_of(&job.id, job.attempt);
         let error: String = error.chars().take(1024).collect();
-        let reply = self
-            .queue
-            .call(
-                &scripts().fail,
-                &[
-                    job.id.as_bytes(),
-                    delivery.as_bytes(),
-                    backoff.as_bytes(),
-                    error.as_bytes(),
-                ],
-            )
-            .await?;
-        let failed = match reply.int(1)? {
-            1 => Failed::Retried,
-            2 => Failed::Dead,
-            _ => Failed::LeaseLost,
-        };
+        let failed = rdb::fail(
+            &self.queue,
+            job.id.as_bytes(),
+            job.delivery,
+            backoff.as_millis(),
+            &error,
+            false,
+        )
+        .await?;
         super::trace::event!(
             warn,
             queue = self.queue.name(),
@@ -288,17 +274,7 @@ impl Worker {
         &self,
         deliveries: &[(&str, u64)],
     ) -> Result<usize, Error> {
-        let mut given = 0;
-        for chunk in deliveries.chunks(MAX_BATCH) {
-            let numbers: Vec<String> = chunk.iter().map(|(_, d)| d.to_string()).collect();
-            let mut args: Vec<&[u8]> = Vec::with_capacity(2 * chunk.len());
-            for ((id, _), number) in chunk.iter().zip(&numbers) {
-                args.push(id.as_bytes());
-                args.push(number.as_bytes());
-            }
-            let reply = self.queue.call(&scripts().give_back, &args).await?;
-            given += reply.int(1)?.max(0) as usize;
-        }
+        let given = rdb::give_back(&self.queue, deliveries).await?;
         if given > 0 {
             super::trace::event!(debug, queue = self.queue.name(), given, "given back");
         }
@@ -309,20 +285,7 @@ impl Worker {
         &self,
         deliveries: &[(&str, u64)],
     ) -> Result<usize, Error> {
-        let lease = self.options.lease.as_millis().to_string();
-        let mut extended = 0;
-        for chunk in deliveries.chunks(MAX_BATCH) {
-            let numbers: Vec<String> = chunk.iter().map(|(_, d)| d.to_string()).collect();
-            let mut args: Vec<&[u8]> = Vec::with_capacity(1 + 2 * chunk.len());
-            args.push(lease.as_bytes());
-            for ((id, _), number) in chunk.iter().zip(&numbers) {
-                args.push(id.as_bytes());
-                args.push(number.as_bytes());
-            }
-            let reply = self.queue.call(&scripts().extend, &args).await?;
-            extended += reply.int(1)?.max(0) as usize;
-        }
-        Ok(extended)
+        rdb::extend(&self.queue, self.options.lease.as_millis(), deliveries).await
     }
 
     pub(crate) async fn claim_and_ack(
@@ -330,35 +293,21 @@ impl Worker {
         acks: &[(String, u64)],
         max: usize,
     ) -> Result<(usize, Vec<Job>), Error> {
-        let lease = self.options.lease.as_millis().max(1).to_string();
+        let lease = self.options.lease.as_millis().max(1);
         // No more than the script takes (claim.lua refuses more, before any write).
         let max = max.min(MAX_BATCH);
-        let max_arg = max.to_string();
-        let count = acks.len().to_string();
-        let numbers: Vec<String> = acks.iter().map(|(_, d)| d.to_string()).collect();
-        let mut args: Vec<&[u8]> = vec![lease.as_bytes(), max_arg.as_bytes(), count.as_bytes()];
-        for ((id, _), number) in acks.iter().zip(&numbers) {
-            args.push(id.as_bytes());
-            args.push(number.as_bytes());
-        }
         // Acks alone are by delivery, so idempotent; a claim is not. No `WAIT` after acks
         // (see `ConnectOptions::wait_for_replicas`): an ack lost with its master costs a
         // delivery more, which at-least-once allows.
-        let mut reply = self
-            .queue
-            .call_retrying(&scripts().claim, &args, max == 0)
-            .await?;
+        let claimed = rdb::claim(&self.queue, lease, max, acks, max == 0).await?;
         let received = Instant::now();
-        let now = reply.int(0)?.max(0) as u64;
-        let acked = reply.int(1)?.max(0) as usize;
-        let mut jobs = Vec::with_capacity(reply.len().saturating_sub(2) / 5);
-        let mut i = 2;
-        while i + 4 < reply.len() {
-            match job(&mut reply, i, now, received)? {
+        let acked = claimed.acked;
+        let mut jobs = Vec::with_capacity(claimed.jobs.len());
+        for delivered in claimed.jobs {
+            match job(delivered, claimed.now, received) {
                 Ok(job) => jobs.push(job),
                 Err((id, delivery)) => self.quarantine(&id, delivery).await,
             }
-            i += 5;
         }
         super::trace::event!(
             debug,
@@ -381,9 +330,7 @@ impl Worker {
             "garbage in {}: field {shown:?} is not UTF-8 text",
             self.queue.key(Key::Jobs)
         );
-        let delivery = delivery.to_string();
-        let args: [&[u8]; 5] = [id, delivery.as_bytes(), b"0", error.as_bytes(), b"q"];
-        match self.queue.call(&scripts().fail, &args).await {
+        match rdb::fail(&self.queue, id, delivery, 0, &error, true).await {
             Ok(_) => {
                 super::trace::event!(
                     warn,
