@@ -39,7 +39,7 @@
 use super::contract::{self, Key, MAX_BATCH};
 use super::error::Error;
 use super::queue::Queue;
-use super::scripts::scripts;
+use super::rdb::cold as rdb;
 use object_store::path::{Path, PathPart};
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use std::fmt;
@@ -463,43 +463,25 @@ async fn move_out(
     token: &str,
     done: &mut Pass,
 ) -> Result<Option<(u64, String)>, Error> {
-    let horizon = contract::ms_ceil(tier.horizon).to_string();
-    let window = contract::ms_ceil(tier.window).max(1).to_string();
-    let limit = SEGMENT_JOBS.to_string();
+    let horizon = contract::ms_ceil(tier.horizon);
+    let window = contract::ms_ceil(tier.window).max(1);
     // A candidate: the first take of the queue's first move keeps it (meta's `cdep`).
     let fresh_dep = crate::random::random_hex();
     let mut filling = Filling::default();
     let mut dep: String;
     let now = loop {
-        let mut reply = queue
-            .call(
-                &scripts().cold_take,
-                &[
-                    token.as_bytes(),
-                    horizon.as_bytes(),
-                    window.as_bytes(),
-                    limit.as_bytes(),
-                    fresh_dep.as_bytes(),
-                ],
-            )
-            .await?;
-        if reply.int(0)? != 1 {
+        let Some(rdb::Taken {
+            now,
+            dep: taken_dep,
+            jobs: taken_jobs,
+        }) = rdb::take(queue, token, horizon, window, SEGMENT_JOBS, &fresh_dep).await?
+        else {
             return Ok(None);
-        }
-        let now = reply.int(1)?.max(0) as u64;
-        dep = String::from_utf8_lossy(&reply.take_bytes(2)?).into_owned();
-        let (mut taken, mut fresh) = (0, 0);
-        let mut i = 3;
-        while i < reply.len() {
-            let window = reply.int(i)?.max(0) as u64;
-            let n = reply.int(i + 1)?.max(0) as usize;
-            for x in 0..n {
-                let id = reply.take_bytes(i + 2 + 2 * x)?;
-                let rec = reply.take_bytes(i + 3 + 2 * x)?;
-                fresh += usize::from(filling.add(window, id, rec));
-            }
-            i += 2 + 2 * n;
-            taken += n;
+        };
+        dep = taken_dep;
+        let (taken, mut fresh) = (taken_jobs.len(), 0);
+        for (window, id, rec) in taken_jobs {
+            fresh += usize::from(filling.add(window, id, rec));
         }
         while let Some((window, jobs)) = filling.next(false) {
             if !write_segment(queue, tier, token, &dep, window, &jobs, done).await? {
@@ -607,26 +589,14 @@ async fn commit_segment(
 ) -> Result<Option<u64>, Error> {
     let path = tier.segment_path(queue.name(), dep, window, seg);
     let bytes = encode(jobs);
-    let size = bytes.len().to_string();
+    let size = bytes.len();
     tier.put(&path, bytes).await?;
-    let (seg_arg, window_arg) = (seg.to_string(), window.to_string());
     let mut moved = 0;
     for chunk in jobs.chunks(CALL_JOBS) {
-        let mut args: Vec<&[u8]> = vec![
-            token.as_bytes(),
-            seg_arg.as_bytes(),
-            window_arg.as_bytes(),
-            size.as_bytes(),
-        ];
-        for (id, rec) in chunk {
-            args.push(id);
-            args.push(rec);
-        }
-        let reply = queue.call(&scripts().cold_commit, &args).await?;
-        if reply.int(0)? != 1 {
+        let Some(n) = rdb::commit(queue, token, seg, window, size, chunk).await? else {
             return Ok(None);
-        }
-        moved += reply.int(1)?.max(0) as u64;
+        };
+        moved += n;
     }
     if moved == 0 {
         tier.delete(&path).await?;
@@ -693,29 +663,15 @@ async fn load_segment(
 ) -> Result<bool, Error> {
     let path = tier.segment_path(queue.name(), dep, window, seg);
     let jobs = decode(&tier.get(&path).await?, path.as_ref())?;
-    let seg_arg = seg.to_string();
     for chunk in jobs.chunks(CALL_JOBS) {
-        let mut args: Vec<&[u8]> = vec![token.as_bytes(), seg_arg.as_bytes()];
-        for (id, rec) in chunk {
-            args.push(id);
-            args.push(rec);
-        }
-        let reply = queue.call(&scripts().cold_load, &args).await?;
-        if reply.len() == 1 {
+        let Some(loaded) = rdb::load(queue, token, seg, chunk).await? else {
             return Ok(false);
-        }
-        done.loaded += reply.int(1)?.max(0) as u64;
+        };
+        done.loaded += loaded;
     }
-    let reply = queue
-        .call(
-            &scripts().cold_retire,
-            &[token.as_bytes(), seg_arg.as_bytes()],
-        )
-        .await?;
-    if reply.int(0)? != 1 {
+    let Some(left) = rdb::retire(queue, token, seg).await? else {
         return Ok(false);
-    }
-    let left = reply.int(1)?;
+    };
     tier.delete(&path).await?;
     done.retired += 1;
     if left > 0 {

@@ -6,8 +6,8 @@
 use super::contract::{system_time, Key};
 use super::error::Error;
 use super::queue::Queue;
+use super::rdb::cold as rdb;
 use super::reply::{JobInfo, JobState};
-use super::scripts::scripts;
 use std::collections::BTreeMap;
 use std::time::SystemTime;
 
@@ -76,11 +76,9 @@ impl Queue {
     /// Cold job `id` as [`JobState::Cold`]: with the queue's tier, its record read from
     /// its segment; without, what Redis knows (its window's start as `due`, no payload).
     pub(crate) async fn cold_job(&self, id: &str) -> Result<Option<JobInfo>, Error> {
-        let reply = self.call(&scripts().cold_find, &[id.as_bytes()]).await?;
-        if reply.len() < 2 {
+        let Some((seg, window)) = rdb::find(self, id).await? else {
             return Ok(None);
-        }
-        let (seg, window) = (reply.int(0)?.max(0) as u64, reply.int(1)?.max(0) as u64);
+        };
         #[cfg(feature = "cold")]
         if let Some(record) = self.cold_record(id, seg, window).await? {
             let jobs = self.key(Key::Jobs);
@@ -116,14 +114,7 @@ impl Queue {
     ) -> Result<bool, Error> {
         #[cfg(feature = "cold")]
         if let Some(record) = self.cold_record(id, seg, window).await? {
-            let seg = seg.to_string();
-            let reply = self
-                .call(
-                    &scripts().cold_thaw,
-                    &[id.as_bytes(), seg.as_bytes(), &record, when.as_bytes()],
-                )
-                .await?;
-            return Ok(reply.int(1)? == 1);
+            return rdb::thaw(self, id, seg, &record, when).await;
         }
         let _ = (seg, window, when);
         Err(Error::store(

@@ -12,8 +12,8 @@
 use super::error::{plain, Error};
 pub(crate) use super::nodes::Nodes;
 use super::queue::Queue;
+use super::rdb::Reply;
 use super::redact::{redact, scrub};
-use super::reply::Reply;
 use super::scripts::Script;
 use super::single::Single;
 use super::tls::{self, ClientIdentity};

@@ -4,7 +4,7 @@ use super::connection::{send_again, Conn, ConnectOptions, Nodes};
 use super::contract::{self, Key};
 use super::error::Error;
 use super::rdb::schedule::{self, Rescheduled};
-use super::reply::Reply;
+use super::rdb::Reply;
 use super::scripts::Script;
 use super::when::{CatchUp, When};
 use redis::Value;

@@ -5,7 +5,7 @@
 use super::contract::{system_time, Key, MAX_DUE_MS};
 use super::error::Error;
 use super::queue::{check_id, Queue, MAX_ID_BYTES, MAX_PAYLOAD_BYTES};
-use super::scripts::scripts;
+use super::rdb::recur as rdb;
 use super::when::CatchUp;
 use chrono::TimeZone as _;
 use std::collections::HashMap;
@@ -352,13 +352,7 @@ impl Queue {
         )
         .into_bytes();
         record.extend_from_slice(payload);
-        let reply = self
-            .call(
-                &scripts().recur_set,
-                &[id.as_bytes(), &record, first.as_bytes()],
-            )
-            .await?;
-        Ok(reply.int(1)? == 1)
+        rdb::set(self, id, &record, first).await
     }
 
     /// Removes recurring schedule `id`; returns `true` if there was one. Jobs already
@@ -369,8 +363,7 @@ impl Queue {
     /// [`Error::is_invalid_id`], [`Error::is_redis`], [`Error::is_garbage`].
     pub async fn unschedule(&self, id: &str) -> Result<bool, Error> {
         check_id(id)?;
-        let reply = self.call(&scripts().recur_del, &[id.as_bytes()]).await?;
-        Ok(reply.int(0)? == 1)
+        rdb::del(self, id).await
     }
 
     /// Every recurring schedule of the queue, by id, with its next occurrence. Reads two
@@ -453,24 +446,21 @@ pub(crate) async fn refill(queue: &Queue, token: u64, now: u64) -> Result<bool, 
         .query_async(&mut queue.conn())
         .await
         .map_err(|err| Error::redis(recur, "read the schedules to refill", err))?;
-    let mut args: Vec<Vec<u8>> = vec![token.to_string().into_bytes()];
+    let mut fills = Vec::with_capacity(ids.len());
     for ((id, rec), next) in ids.iter().zip(records).zip(nexts) {
         let text = next.as_deref().and_then(|n| std::str::from_utf8(n).ok());
         let times = match (&rec, text) {
             (Some(rec), Some(text)) => fill_times(rec, text, now),
             _ => Vec::new(),
         };
-        args.push(id.clone().into_bytes());
-        args.push(next.unwrap_or_default());
-        args.push(join(&times).into_bytes());
+        fills.push(rdb::Fill {
+            id,
+            next: next.unwrap_or_default(),
+            times: join(&times),
+        });
     }
-    let args: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
-    let reply = queue.call(&scripts().recur_fill, &args).await?;
-    let mut gained = false;
-    for i in 1..reply.len() {
-        gained |= reply.int(i)? > 0;
-    }
-    Ok(gained)
+    let gained = rdb::fill(queue, token, fills).await?;
+    Ok(gained.iter().any(|&n| n > 0))
 }
 
 /// The times to append to cron schedule record `rec` whose `rnext` is `next`, at `now`:

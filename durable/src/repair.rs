@@ -35,7 +35,7 @@
 use super::contract::Key;
 use super::error::Error;
 use super::queue::Queue;
-use super::scripts::scripts;
+use super::rdb::repair as rdb;
 use std::collections::{HashMap, HashSet};
 
 /// Entries per page read and per script call.
@@ -255,31 +255,18 @@ impl Pass<'_> {
     /// One script call: the cursor of `jobs`' next page (`0` when done, or for other
     /// steps); `None` when fenced out.
     async fn call(&mut self, what: &str, items: Vec<Vec<u8>>) -> Result<Option<Vec<u8>>, Error> {
-        let mut args: Vec<&[u8]> = vec![self.token.as_bytes(), what.as_bytes()];
-        args.extend(items.iter().map(Vec::as_slice));
-        let mut reply = self.queue.call(&scripts().repair, &args).await?;
-        if reply.int(0)? != 1 {
+        let Some(step) = rdb::repair(self.queue, &self.token, what, items).await? else {
             return Ok(None);
-        }
-        self.done.placed += reply.int(1)?.max(0) as u64;
-        self.done.removed += reply.int(2)?.max(0) as u64;
-        // A string for `jobs` (HSCAN's cursor, which can pass i64), else the integer 0.
-        let cursor = match reply.take_bytes(3) {
-            Ok(cursor) => cursor,
-            Err(_) => {
-                reply.int(3)?;
-                b"0".to_vec()
-            }
         };
-        let mut i = 4;
-        while i + 2 < reply.len() {
-            let id = reply.take_bytes(i)?;
-            let skip = reply.int(i + 1)?;
-            let live = reply.int(i + 2)? == 1;
-            self.missing.push(Expected { id, skip, live });
-            i += 3;
-        }
-        Ok(Some(cursor))
+        self.done.placed += step.placed;
+        self.done.removed += step.removed;
+        self.missing
+            .extend(
+                step.expected
+                    .into_iter()
+                    .map(|(id, skip, live)| Expected { id, skip, live }),
+            );
+        Ok(Some(step.cursor))
     }
 }
 
@@ -326,11 +313,9 @@ async fn repair_cold(queue: &Queue, done: &mut Repaired) -> Result<(), Error> {
 }
 
 async fn repair_call(queue: &Queue, pairs: Vec<Vec<u8>>, done: &mut Repaired) -> Result<(), Error> {
-    let mut args: Vec<&[u8]> = vec![b"-"];
-    args.extend(pairs.iter().map(Vec::as_slice));
-    let reply = queue.call(&scripts().cold_repair, &args).await?;
-    done.placed += reply.int(1)?.max(0) as u64;
-    done.removed += reply.int(2)?.max(0) as u64;
+    let (placed, removed) = rdb::cold_repair(queue, pairs).await?;
+    done.placed += placed;
+    done.removed += removed;
     Ok(())
 }
 

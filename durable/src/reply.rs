@@ -1,69 +1,9 @@
-//! Reading what the scripts answer, and the records they keep.
+//! The records the scripts keep, as the crate shows them (a script's answer is read in
+//! [`rdb`](super::rdb)).
 
 use super::contract::system_time;
 use super::error::Error;
-use redis::Value;
 use std::time::SystemTime;
-
-/// A script's answer: a flat array of integers and strings.
-pub(crate) struct Reply {
-    items: Vec<Value>,
-    key: String,
-    script: &'static str,
-}
-
-impl Reply {
-    pub(crate) fn new(value: Value, key: &str, script: &'static str) -> Result<Reply, Error> {
-        let items = match value {
-            Value::Array(items) => items,
-            single @ Value::Int(_) => vec![single],
-            other => {
-                return Err(Error::garbage(
-                    key,
-                    format!("script {script} answered {other:?}, not an array"),
-                ))
-            }
-        };
-        Ok(Reply {
-            items,
-            key: key.to_string(),
-            script,
-        })
-    }
-
-    pub(crate) fn len(&self) -> usize {
-        self.items.len()
-    }
-
-    fn bad(&self, i: usize, what: &str) -> Error {
-        Error::garbage(
-            &self.key,
-            format!(
-                "script {} answered {:?} at {i}, not {what}",
-                self.script,
-                self.items.get(i)
-            ),
-        )
-    }
-
-    pub(crate) fn int(&self, i: usize) -> Result<i64, Error> {
-        match self.items.get(i) {
-            Some(Value::Int(n)) => Ok(*n),
-            Some(Value::BulkString(bytes)) => std::str::from_utf8(bytes)
-                .ok()
-                .and_then(|s| s.parse().ok())
-                .ok_or_else(|| self.bad(i, "an integer")),
-            _ => Err(self.bad(i, "an integer")),
-        }
-    }
-
-    pub(crate) fn take_bytes(&mut self, i: usize) -> Result<Vec<u8>, Error> {
-        match self.items.get_mut(i) {
-            Some(Value::BulkString(bytes)) => Ok(std::mem::take(bytes)),
-            _ => Err(self.bad(i, "a string")),
-        }
-    }
-}
 
 /// Where a job is.
 ///

@@ -534,11 +534,11 @@ mod tests {
             "1",
             "one bucket"
         );
-        let args: Vec<&[u8]> = ids.iter().map(|id| id.as_bytes()).collect();
-        let reply = queue.call(&scripts().cancel, &args).await.unwrap();
-        assert_eq!(reply.len(), ids.len());
-        for (i, id) in ids.iter().enumerate() {
-            assert_eq!(reply.int(i).unwrap(), 1, "{id}");
+        let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+        let removed = crate::rdb::schedule::cancel(&queue, &ids).await.unwrap();
+        assert_eq!(removed.len(), ids.len());
+        for (removed, id) in removed.iter().zip(&ids) {
+            assert!(removed, "{id}");
         }
         assert_eq!(server.cli(&["HLEN", &key("jobs")]).trim(), "0");
         assert_eq!(server.cli(&["ZCARD", &key("due")]).trim(), "0");

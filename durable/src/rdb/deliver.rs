@@ -4,8 +4,8 @@ use super::super::contract::MAX_BATCH;
 use super::super::error::Error;
 use super::super::job::Failed;
 use super::super::queue::Queue;
-use super::super::reply::Reply;
 use super::super::scripts::scripts;
+use super::Reply;
 use super::{num, refs};
 
 /// A job as a claim hands it over; its id may not be UTF-8 (written by something else).

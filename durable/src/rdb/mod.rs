@@ -10,11 +10,80 @@
 //! [`Error::is_garbage`](super::Error::is_garbage) for a reply of the wrong shape.
 //!
 //! By group: [`schedule`] (schedule, cancel, reschedule, retry dead), [`deliver`] (claim
-//! and ack, fail, extend, give back), [`lead`] (acquire, renew, tick, release).
+//! and ack, fail, extend, give back), [`lead`] (acquire, renew, tick, release),
+//! [`recur`] (set, delete, refill recurring schedules), [`cold`] (the cold tier's
+//! moves and look-ups), [`repair`] (repair passes).
 
+pub(crate) mod cold;
 pub(crate) mod deliver;
 pub(crate) mod lead;
+pub(crate) mod recur;
+pub(crate) mod repair;
 pub(crate) mod schedule;
+
+use super::error::Error;
+use redis::Value;
+
+/// A script's answer: a flat array of integers and strings, read by position only in
+/// this module.
+pub(crate) struct Reply {
+    items: Vec<Value>,
+    key: String,
+    script: &'static str,
+}
+
+impl Reply {
+    pub(crate) fn new(value: Value, key: &str, script: &'static str) -> Result<Reply, Error> {
+        let items = match value {
+            Value::Array(items) => items,
+            single @ Value::Int(_) => vec![single],
+            other => {
+                return Err(Error::garbage(
+                    key,
+                    format!("script {script} answered {other:?}, not an array"),
+                ))
+            }
+        };
+        Ok(Reply {
+            items,
+            key: key.to_string(),
+            script,
+        })
+    }
+
+    fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    fn bad(&self, i: usize, what: &str) -> Error {
+        Error::garbage(
+            &self.key,
+            format!(
+                "script {} answered {:?} at {i}, not {what}",
+                self.script,
+                self.items.get(i)
+            ),
+        )
+    }
+
+    fn int(&self, i: usize) -> Result<i64, Error> {
+        match self.items.get(i) {
+            Some(Value::Int(n)) => Ok(*n),
+            Some(Value::BulkString(bytes)) => std::str::from_utf8(bytes)
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .ok_or_else(|| self.bad(i, "an integer")),
+            _ => Err(self.bad(i, "an integer")),
+        }
+    }
+
+    fn take_bytes(&mut self, i: usize) -> Result<Vec<u8>, Error> {
+        match self.items.get_mut(i) {
+            Some(Value::BulkString(bytes)) => Ok(std::mem::take(bytes)),
+            _ => Err(self.bad(i, "a string")),
+        }
+    }
+}
 
 /// A number as the scripts take it: decimal text.
 fn num(n: impl ToString) -> Vec<u8> {

@@ -2,9 +2,9 @@
 
 use super::super::error::Error;
 use super::super::queue::Queue;
-use super::super::reply::Reply;
 use super::super::scripts::scripts;
 use super::super::when::When;
+use super::Reply;
 use super::{num, refs};
 
 /// A job to schedule: id, payload, due time.
