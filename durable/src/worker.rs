@@ -216,11 +216,7 @@ impl Worker {
         &self,
         jobs: impl IntoIterator<Item = &'a Job>,
     ) -> Result<usize, Error> {
-        let deliveries: Vec<(&str, u64)> = jobs
-            .into_iter()
-            .map(|job| (job.id.as_str(), job.delivery))
-            .collect();
-        self.extend_deliveries(&deliveries).await
+        self.extend_deliveries(&deliveries(jobs)).await
     }
 
     /// Hands back `jobs`' deliveries that still hold their job, without completing or
@@ -263,11 +259,7 @@ impl Worker {
         &self,
         jobs: impl IntoIterator<Item = &'a Job>,
     ) -> Result<usize, Error> {
-        let deliveries: Vec<(&str, u64)> = jobs
-            .into_iter()
-            .map(|job| (job.id.as_str(), job.delivery))
-            .collect();
-        self.give_back_deliveries(&deliveries).await
+        self.give_back_deliveries(&deliveries(jobs)).await
     }
 
     pub(crate) async fn give_back_deliveries(
@@ -375,4 +367,11 @@ impl Worker {
                 .map(drop)
         }))
     }
+}
+
+/// The deliveries (id, delivery number) that `jobs` hold.
+fn deliveries<'a>(jobs: impl IntoIterator<Item = &'a Job>) -> Vec<(&'a str, u64)> {
+    jobs.into_iter()
+        .map(|job| (job.id.as_str(), job.delivery))
+        .collect()
 }

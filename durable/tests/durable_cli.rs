@@ -2,64 +2,25 @@
 //! `REDIS_URL` by every command, `queues`, a mistyped queue name, and due jobs that no
 //! leader will deliver.
 
-use std::io::Read;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
-use support::{at, RedisServer, T0};
+use std::process::Command;
+use std::time::Duration;
+use support::{at, run_to_end, Ended, RedisServer, T0};
 use tickless_durable::{LeaderOptions, Queue};
 use tickless_test_support as support;
 
 /// How long one run of the binary may take (a refused connection fails at once).
 const LIMIT: Duration = Duration::from_secs(30);
 
-/// What one run printed.
-struct Run {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
 /// `tickless-durable args...` with `REDIS_URL` set to `env_url` (unset with `None`), run
 /// to its end; the test fails naming the command if it runs past [`LIMIT`].
-fn run(args: &[&str], env_url: Option<&str>) -> Run {
+fn run(args: &[&str], env_url: Option<&str>) -> Ended {
     let mut command = Command::new(env!("CARGO_BIN_EXE_tickless-durable"));
-    command
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    command.args(args);
     match env_url {
         Some(url) => command.env("REDIS_URL", url),
         None => command.env_remove("REDIS_URL"),
     };
-    let mut child = command.spawn().expect("run tickless-durable");
-    // Both pipes read as it writes, so that a full pipe cannot stall it.
-    let read = |mut pipe: Box<dyn Read + Send>| {
-        std::thread::spawn(move || {
-            let mut text = String::new();
-            let _ = pipe.read_to_string(&mut text);
-            text
-        })
-    };
-    let stdout = read(Box::new(child.stdout.take().unwrap()));
-    let stderr = read(Box::new(child.stderr.take().unwrap()));
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if started.elapsed() > LIMIT {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("tickless-durable {args:?} did not end within {LIMIT:?}");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    Run {
-        code: status.code(),
-        stdout: stdout.join().unwrap(),
-        stderr: stderr.join().unwrap(),
-    }
+    run_to_end(&mut command, LIMIT, &format!("tickless-durable {args:?}"))
 }
 
 /// Queue `name` on `server`, with one job due in an hour.

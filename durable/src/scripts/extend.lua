@@ -11,18 +11,10 @@
 -- harmless, the leader then wakes early, finds nothing ended, and moves the marker.
 local now = meta()
 local ends = now + arg_int(1, 'lease_ms', 1)
-local n = (#ARGV - 1) / 2
-if n % 1 ~= 0 or n > MAX_BATCH then
-  error({ err = 'ERR bad arguments: ' .. #ARGV - 1 .. ', not at most ' .. MAX_BATCH
-    .. ' pairs of id and delivery' })
-end
+local ids, dels = arg_deliveries(2)
+local n = #ids
 if n == 0 then
   return { now, 0 }
-end
-local ids, dels = {}, {}
-for i = 1, n do
-  ids[i] = ARGV[2 * i]
-  dels[i] = arg_int(2 * i + 1, 'delivery', 1)
 end
 -- First every read, then the one write. Both reads and the write go through
 -- lib/calls.lua's read_all and call_all (Lua's unpack limit).

@@ -15,18 +15,10 @@
 -- earliest lease end: harmless, the leader then wakes early, finds nothing ended, and
 -- moves the marker.
 local now = meta()
-local n = #ARGV / 2
-if n % 1 ~= 0 or n > MAX_BATCH then
-  error({ err = 'ERR bad arguments: ' .. #ARGV .. ', not at most ' .. MAX_BATCH
-    .. ' pairs of id and delivery' })
-end
+local ids, dels = arg_deliveries(1)
+local n = #ids
 if n == 0 then
   return { now, 0 }
-end
-local ids, dels = {}, {}
-for i = 1, n do
-  ids[i] = ARGV[2 * i - 1]
-  dels[i] = arg_int(2 * i, 'delivery', 1)
 end
 -- First every read and check, then the writes.
 local held = read_all('zset', 'ZMSCORE', FLIGHT, ids)

@@ -3,6 +3,7 @@
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+use tickless_test_support::run_to_end;
 
 /// How long one command of the binary may take (a refused connection, a TLS handshake or
 /// a connect timeout of 5 s all end well within it).
@@ -18,45 +19,19 @@ pub struct Run {
 /// Runs `tickless-durable args...` to its end (at most [`LIMIT`], else the test fails
 /// naming the command); its exit code and lines.
 pub fn run(args: &[&str]) -> Run {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tickless-durable"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_tickless-durable"));
+    command
         .args(args)
         .env_remove("TICKLESS_REDIS_CA")
         .env_remove("TICKLESS_REDIS_CERT")
-        .env_remove("TICKLESS_REDIS_KEY")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the tickless-durable binary");
-    // Read both pipes as it writes, so that a full pipe cannot stall it.
-    let mut stdout = child.stdout.take().unwrap();
-    let mut stderr = child.stderr.take().unwrap();
-    let out = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = stdout.read_to_string(&mut text);
-        text
-    });
-    let err = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = stderr.read_to_string(&mut text);
-        text
-    });
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if started.elapsed() > LIMIT {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("tickless-durable {args:?} did not end within {LIMIT:?}");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    let text = out.join().unwrap() + &err.join().unwrap();
+        .env_remove("TICKLESS_REDIS_KEY");
+    let ended = run_to_end(&mut command, LIMIT, &format!("tickless-durable {args:?}"));
     Run {
-        code: status.code(),
-        lines: text.lines().map(str::to_string).collect(),
+        code: ended.code,
+        lines: (ended.stdout + &ended.stderr)
+            .lines()
+            .map(str::to_string)
+            .collect(),
     }
 }
 

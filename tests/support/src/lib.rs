@@ -5,12 +5,14 @@
 //! a cluster, TLS and ACL variants) and an S3-protocol server (`s3s-fs`). Never published.
 
 mod info;
+mod process;
 mod redis_cluster;
 mod redis_server;
 mod redis_variant;
 mod s3_server;
 
 pub use info::{calls_but_info, calls_of, command_stats, CommandStat};
+pub use process::{run_to_end, Ended};
 pub use redis_cluster::{master_of_slot_seen_by, RedisCluster, NODE_TIMEOUT_MS};
 pub use redis_server::{make_ca, make_client_certificate, RedisServer};
 pub use redis_variant::{readme_acl, readme_user, Variant};

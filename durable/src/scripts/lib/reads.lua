@@ -74,3 +74,20 @@ function number(key, field, value)
   end
   return n
 end
+
+-- ARGV from `from` on as pairs of id and delivery number (at most MAX_BATCH pairs): the
+-- ids, and the numbers, each an integer from 1.
+function arg_deliveries(from)
+  local given = #ARGV - from + 1
+  local n = given / 2
+  if n % 1 ~= 0 or n > MAX_BATCH then
+    error({ err = 'ERR bad arguments: ' .. given .. ', not at most ' .. MAX_BATCH
+      .. ' pairs of id and delivery' })
+  end
+  local ids, dels = {}, {}
+  for i = 1, n do
+    ids[i] = ARGV[from + 2 * i - 2]
+    dels[i] = arg_int(from + 2 * i - 1, 'delivery', 1)
+  end
+  return ids, dels
+end
