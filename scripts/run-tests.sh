@@ -16,6 +16,10 @@
 # <kind> <target>`, or `<min> doc tests`); a binary missing, or passing fewer, fails the
 # run (a cfg lost, `required-features` no longer matched, a filter that matches nothing).
 # `TICKLESS_EXPECT_WRITE=FILE` writes what this run passed in that form.
+#
+# With TICKLESS_RUN_ONLY="name ..." only the test binaries of those targets run (all are
+# still built: building a subset of targets resolves features differently, for
+# dev-dependencies, and would rebuild every dependency).
 # Used by scripts/test.sh, scripts/test-variant.sh and .ci/run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,7 +37,7 @@ cargo test --no-run --message-format=json-render-diagnostics ${cargo_args[@]+"${
 # One line per test binary: its package directory, a name to report, its path.
 python3 - "$work/build.json" >"$work/binaries" <<'EOF'
 import json, os, sys
-seen = set()
+seen, ran = set(), set()
 for line in open(sys.argv[1]):
     try:
         m = json.loads(line)
@@ -44,7 +48,8 @@ for line in open(sys.argv[1]):
     if not m["profile"]["test"]:
         continue
     exe = m["executable"]
-    if exe in seen:
+    only = os.environ.get("TICKLESS_RUN_ONLY")
+    if exe in seen or (only is not None and m["target"]["name"] not in only.split()):
         continue
     seen.add(exe)
     # "path+file:///dir#name@1.0" or, where the directory is the name, "...#1.0".
@@ -52,6 +57,11 @@ for line in open(sys.argv[1]):
     package = spec.split("@")[0] if "@" in spec else source.rstrip("/").split("/")[-1]
     name = "%s %s %s" % (package, "/".join(m["target"]["kind"]), m["target"]["name"])
     print("%s\t%s\t%s" % (os.path.dirname(m["manifest_path"]), name, exe))
+    ran.add(m["target"]["name"])
+only = os.environ.get("TICKLESS_RUN_ONLY")
+missing = sorted(set(only.split()) - ran) if only is not None else []
+if missing:
+    sys.exit("run-tests: TICKLESS_RUN_ONLY names targets not built: " + " ".join(missing))
 EOF
 
 failed=()
