@@ -1,11 +1,11 @@
 //! The cold tier's scripts: `cold_take`, `cold_commit`, `cold_load`, `cold_retire` (the
 //! leader's moves, fenced by its token, a decimal string), `cold_find`, `cold_thaw`.
 
-use super::super::error::Error;
-use super::super::queue::Queue;
-use super::super::scripts::scripts;
 #[cfg(feature = "cold")]
 use super::num;
+use crate::error::Error;
+use crate::queue::Queue;
+use crate::scripts::scripts;
 
 /// What one [`take`] read.
 #[cfg(feature = "cold")]
@@ -146,7 +146,7 @@ pub(crate) async fn find(queue: &Queue, id: &str) -> Result<Option<(u64, u64)>, 
 }
 
 /// `cold_thaw.lua`: moves cold job `id`, whose `record` segment `seg` holds, into the
-/// wheel at `when` ([`When::arg`](super::super::When)); `false` if the index no longer
+/// wheel at `when` ([`When::arg`](crate::When)); `false` if the index no longer
 /// names `seg` for it.
 ///
 /// `ARGV` id, seg, record, when. Reply `{ now, moved }`.

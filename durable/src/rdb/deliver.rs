@@ -1,12 +1,12 @@
 //! `claim.lua`, `fail.lua`, `extend.lua`, `give_back.lua`: a worker's side of a delivery.
 
-use super::super::contract::MAX_BATCH;
-use super::super::error::Error;
-use super::super::job::Failed;
-use super::super::queue::Queue;
-use super::super::scripts::scripts;
 use super::Reply;
 use super::{num, refs};
+use crate::contract::MAX_BATCH;
+use crate::error::Error;
+use crate::job::Failed;
+use crate::queue::Queue;
+use crate::scripts::scripts;
 
 /// A job as a claim hands it over; its id may not be UTF-8 (written by something else).
 pub(crate) struct Delivered {

@@ -1,10 +1,10 @@
 //! `acquire.lua`, `renew.lua`, `tick.lua`, `release.lua`: the leader's lease and moves.
 
-use super::super::error::Error;
-use super::super::leader_handle::LeaderStats;
-use super::super::queue::Queue;
-use super::super::scripts::scripts;
 use super::num;
+use crate::error::Error;
+use crate::leader_handle::LeaderStats;
+use crate::queue::Queue;
+use crate::scripts::scripts;
 
 /// What [`acquire`] answered.
 pub(crate) struct Acquired {

@@ -1,9 +1,9 @@
 //! `recur_set.lua`, `recur_del.lua`, `recur_fill.lua`: recurring schedules.
 
-use super::super::error::Error;
-use super::super::queue::Queue;
-use super::super::scripts::scripts;
 use super::{num, refs};
+use crate::error::Error;
+use crate::queue::Queue;
+use crate::scripts::scripts;
 
 /// `recur_set.lua`: sets schedule `id` to `record` (`kind|policy|max|period|spec|payload`)
 /// with its first occurrences `first` (`r<us>` or `c<t1>,...`); `false` if it already had

@@ -1,9 +1,9 @@
 //! `repair.lua` and `cold_repair.lua`: putting the queue's structures back in line.
 
-use super::super::error::Error;
-use super::super::queue::Queue;
-use super::super::scripts::scripts;
 use super::refs;
+use crate::error::Error;
+use crate::queue::Queue;
+use crate::scripts::scripts;
 
 /// What one [`repair`] step did.
 pub(crate) struct Repairing {

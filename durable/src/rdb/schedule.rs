@@ -1,24 +1,24 @@
 //! `schedule.lua`, `cancel.lua`, `reschedule.lua`: putting jobs in and taking them out.
 
-use super::super::error::Error;
-use super::super::queue::Queue;
-use super::super::scripts::scripts;
-use super::super::when::When;
 use super::Reply;
 use super::{num, refs};
+use crate::error::Error;
+use crate::queue::Queue;
+use crate::scripts::scripts;
+use crate::when::When;
 
 /// A job to schedule: id, payload, due time.
 pub(crate) type NewJob<'a> = (&'a str, &'a [u8], When);
 
 /// The token of a schedule call that may be sent again, and how long (ms) it may be
-/// ([`ConnectOptions::retry_schedules_for`](super::super::ConnectOptions::retry_schedules_for),
+/// ([`ConnectOptions::retry_schedules_for`](crate::ConnectOptions::retry_schedules_for),
 /// plus a second for the trip): what makes a resend exact (schedule.lua). `None` on a
 /// queue that sends each call once.
 pub(crate) fn resend_token(queue: &Queue) -> Option<(String, String)> {
     let limit = queue.schedule_retry();
     (!limit.is_zero()).then(|| {
         let window = limit.as_millis().saturating_add(1000);
-        (super::super::random::random_hex(), window.to_string())
+        (crate::random::random_hex(), window.to_string())
     })
 }
 
