@@ -474,7 +474,7 @@ async fn move_out(
             now,
             dep: taken_dep,
             jobs: taken_jobs,
-        }) = rdb::take(queue, token, horizon, window, SEGMENT_JOBS, &fresh_dep).await?
+        }) = rdb::take(queue.rdb(), token, horizon, window, SEGMENT_JOBS, &fresh_dep).await?
         else {
             return Ok(None);
         };
@@ -559,12 +559,12 @@ async fn write_segment(
     jobs: &[(Vec<u8>, Vec<u8>)],
     done: &mut Pass,
 ) -> Result<bool, Error> {
-    let meta = queue.meta_key();
+    let meta = queue.rdb().meta_key();
     let seg: u64 = redis::cmd("HINCRBY")
         .arg(meta)
         .arg("cseq")
         .arg(1)
-        .query_async(&mut queue.conn())
+        .query_async(&mut queue.rdb().conn())
         .await
         .map_err(|err| Error::redis(meta, "HINCRBY", err))?;
     match commit_segment(queue, tier, token, dep, seg, window, jobs).await? {
@@ -593,7 +593,7 @@ async fn commit_segment(
     tier.put(&path, bytes).await?;
     let mut moved = 0;
     for chunk in jobs.chunks(CALL_JOBS) {
-        let Some(n) = rdb::commit(queue, token, seg, window, size, chunk).await? else {
+        let Some(n) = rdb::commit(queue.rdb(), token, seg, window, size, chunk).await? else {
             return Ok(None);
         };
         moved += n;
@@ -618,7 +618,7 @@ async fn load_in(
     done: &mut Pass,
 ) -> Result<bool, Error> {
     let until = now.saturating_add(contract::ms_ceil(tier.lead()));
-    let key = queue.key(Key::ColdWindows);
+    let key = queue.rdb().key(Key::ColdWindows);
     // Every segment due (their count is windows x segments per window: hundreds, not
     // millions), so that one that fails is not met again at the head of each page.
     let due: Vec<(String, f64)> = redis::cmd("ZRANGEBYSCORE")
@@ -626,7 +626,7 @@ async fn load_in(
         .arg("-inf")
         .arg(until)
         .arg("WITHSCORES")
-        .query_async(&mut queue.conn())
+        .query_async(&mut queue.rdb().conn())
         .await
         .map_err(|err| Error::redis(key, "ZRANGEBYSCORE", err))?;
     let mut failed = None;
@@ -664,12 +664,12 @@ async fn load_segment(
     let path = tier.segment_path(queue.name(), dep, window, seg);
     let jobs = decode(&tier.get(&path).await?, path.as_ref())?;
     for chunk in jobs.chunks(CALL_JOBS) {
-        let Some(loaded) = rdb::load(queue, token, seg, chunk).await? else {
+        let Some(loaded) = rdb::load(queue.rdb(), token, seg, chunk).await? else {
             return Ok(false);
         };
         done.loaded += loaded;
     }
-    let Some(left) = rdb::retire(queue, token, seg).await? else {
+    let Some(left) = rdb::retire(queue.rdb(), token, seg).await? else {
         return Ok(false);
     };
     tier.delete(&path).await?;
@@ -678,7 +678,7 @@ async fn load_segment(
         // Entries naming ids the segment does not hold: only a hand-made change can do
         // that. `repair` finds them (index entries with no segment).
         return Err(Error::garbage(
-            queue.key(Key::ColdSegs),
+            queue.rdb().key(Key::ColdSegs),
             format!("segment {seg} was loaded whole, yet {left} index entries still named it"),
         ));
     }
@@ -699,12 +699,12 @@ pub(crate) async fn sweep(queue: &Queue, tier: &ColdTier) -> Result<u64, Error> 
     if objects.is_empty() {
         return Ok(0);
     }
-    let key = queue.key(Key::ColdSegs);
+    let key = queue.rdb().key(Key::ColdSegs);
     let segs: Vec<String> = objects.iter().map(|(_, seg)| seg.to_string()).collect();
     let known: Vec<Option<String>> = redis::cmd("HMGET")
         .arg(key)
         .arg(&segs)
-        .query_async(&mut queue.conn())
+        .query_async(&mut queue.rdb().conn())
         .await
         .map_err(|err| Error::redis(key, "HMGET", err))?;
     let mut swept = 0;
@@ -739,7 +739,7 @@ impl Queue {
         let Some(tier) = self.cold_tier() else {
             return Ok(None);
         };
-        let meta = self.meta_key();
+        let meta = self.rdb().meta_key();
         let dep = self.cold_deployment().await?.ok_or_else(|| {
             Error::garbage(
                 meta,
@@ -754,11 +754,11 @@ impl Queue {
     /// The deployment id in this queue's object paths (meta's `cdep`), once a leader's
     /// first take has set it.
     async fn cold_deployment(&self) -> Result<Option<String>, Error> {
-        let meta = self.meta_key();
+        let meta = self.rdb().meta_key();
         redis::cmd("HGET")
             .arg(meta)
             .arg("cdep")
-            .query_async(&mut self.conn())
+            .query_async(&mut self.rdb().conn())
             .await
             .map_err(|err| Error::redis(meta, "HGET", err))
     }

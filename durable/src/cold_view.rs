@@ -50,10 +50,10 @@ impl Queue {
     ///
     /// [`Error::is_redis`], [`Error::is_garbage`].
     pub async fn cold_windows(&self) -> Result<Vec<ColdWindow>, Error> {
-        let key = self.key(Key::ColdSegs);
+        let key = self.rdb().key(Key::ColdSegs);
         let segs: Vec<(String, String)> = redis::cmd("HGETALL")
             .arg(key)
-            .query_async(&mut self.conn())
+            .query_async(&mut self.rdb().conn())
             .await
             .map_err(|err| Error::redis(key, "HGETALL", err))?;
         let mut windows: BTreeMap<u64, ColdWindow> = BTreeMap::new();
@@ -76,12 +76,12 @@ impl Queue {
     /// Cold job `id` as [`JobState::Cold`]: with the queue's tier, its record read from
     /// its segment; without, what Redis knows (its window's start as `due`, no payload).
     pub(crate) async fn cold_job(&self, id: &str) -> Result<Option<JobInfo>, Error> {
-        let Some((seg, window)) = rdb::find(self, id).await? else {
+        let Some((seg, window)) = rdb::find(self.rdb(), id).await? else {
             return Ok(None);
         };
         #[cfg(feature = "cold")]
         if let Some(record) = self.cold_record(id, seg, window).await? {
-            let jobs = self.key(Key::Jobs);
+            let jobs = self.rdb().key(Key::Jobs);
             if let Some(mut info) =
                 super::reply::parse_record(jobs, id, &record, None, false, None)?
             {
@@ -114,7 +114,7 @@ impl Queue {
     ) -> Result<bool, Error> {
         #[cfg(feature = "cold")]
         if let Some(record) = self.cold_record(id, seg, window).await? {
-            return rdb::thaw(self, id, seg, &record, when).await;
+            return rdb::thaw(self.rdb(), id, seg, &record, when).await;
         }
         let _ = (seg, window, when);
         Err(Error::store(

@@ -223,15 +223,17 @@ impl Error {
 
     /// [`redis`](Error::redis) for an error of `script`, with Redis's `user_script:<line>`
     /// named after the file the line is in (`tick.lua:40`, `lib/reads.lua:12`).
+    /// `relabel` is the script's `Script::relabel`.
     pub(crate) fn script(
         key: &str,
-        script: &super::scripts::Script,
+        script: &'static str,
+        relabel: impl FnOnce(&str) -> String,
         err: redis::RedisError,
     ) -> Error {
         // An answer with an error code, not a connection that failed: Redis ran it.
         let answered = err.code().is_some();
-        let mut error = Error::redis(key, script.name, err);
-        error.message = script.relabel(&error.message);
+        let mut error = Error::redis(key, script, err);
+        error.message = relabel(&error.message);
         error.script_failed = answered && !error.away;
         error
     }
@@ -454,25 +456,24 @@ pub(crate) fn away(err: &redis::RedisError) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use redis::{ErrorKind, RedisError};
 
     #[test]
     fn only_an_answer_from_a_script_that_ran_is_a_script_failure() {
-        let script = &crate::scripts::scripts().tick;
+        let script = &crate::rdb::scripts::scripts().tick;
         let raised = RedisError::from((
             ErrorKind::ResponseError,
             "An error was signalled by the server",
             "user_script:3: boom".to_string(),
         ));
         assert_eq!(raised.code(), Some("ERR"));
-        let err = Error::script("meta", script, raised);
+        let err = script.error("meta", raised);
         assert!(err.is_script_failure() && !err.is_away(), "{err}");
         for (kind, text) in [
             (ErrorKind::IoError, "broken pipe"),
             (ErrorKind::BusyLoadingError, "loading"),
         ] {
-            let away = Error::script("meta", script, RedisError::from((kind, text)));
+            let away = script.error("meta", RedisError::from((kind, text)));
             assert!(away.is_away() && !away.is_script_failure(), "{away}");
         }
     }

@@ -19,9 +19,9 @@ impl Queue {
     /// job was quarantined: its record is not one this crate can retry).
     pub async fn retry_dead(&self, id: &str) -> Result<bool, Error> {
         check_id(id)?;
-        match schedule::retry_dead(self, &[id.as_bytes()]).await?[0] {
+        match schedule::retry_dead(self.rdb(), &[id.as_bytes()]).await?[0] {
             None => Err(Error::garbage(
-                self.key(Key::Jobs),
+                self.rdb().key(Key::Jobs),
                 format!("field {id:?} is not a job record"),
             )),
             Some(retried) => Ok(retried),
@@ -39,8 +39,9 @@ impl Queue {
     /// [`Error::is_redis`], [`Error::is_garbage`]; the pages before the failing one were
     /// retried.
     pub async fn retry_all_dead(&self) -> Result<usize, Error> {
-        let dead = self.key(Key::Dead);
+        let dead = self.rdb().key(Key::Dead);
         let total: usize = self
+            .rdb()
             .conn()
             .zcard(dead)
             .await
@@ -49,6 +50,7 @@ impl Queue {
         while seen < total {
             let page = (total - seen).min(MAX_BATCH);
             let ids: Vec<Vec<u8>> = self
+                .rdb()
                 .conn()
                 .zrange(dead, skipped as isize, (skipped + page) as isize - 1)
                 .await
@@ -57,7 +59,7 @@ impl Queue {
                 break;
             }
             let ids: Vec<&[u8]> = ids.iter().map(Vec::as_slice).collect();
-            for answer in schedule::retry_dead(self, &ids).await? {
+            for answer in schedule::retry_dead(self.rdb(), &ids).await? {
                 match answer {
                     Some(true) => retried += 1,
                     // Still in `dead` (quarantined): the next page starts after it.
@@ -106,12 +108,13 @@ impl Queue {
             return Ok(Vec::new());
         }
         let (dead, jobs, errors) = (
-            self.key(Key::Dead),
-            self.key(Key::Jobs),
-            self.key(Key::Errors),
+            self.rdb().key(Key::Dead),
+            self.rdb().key(Key::Jobs),
+            self.rdb().key(Key::Errors),
         );
         let offset = offset.min(isize::MAX as usize - MAX_BATCH);
         let ids: Vec<Vec<u8>> = self
+            .rdb()
             .conn()
             .zrange(dead, offset as isize, (offset + limit) as isize - 1)
             .await
@@ -127,7 +130,7 @@ impl Queue {
             .cmd("HMGET")
             .arg(errors)
             .arg(&ids)
-            .query_async(&mut self.conn())
+            .query_async(&mut self.rdb().conn())
             .await
             .map_err(|err| Error::redis(jobs, "HMGET", err))?;
         let mut out = Vec::with_capacity(ids.len());
@@ -165,7 +168,7 @@ impl Queue {
     /// is not ours.
     pub async fn job(&self, id: &str) -> Result<Option<super::JobInfo>, Error> {
         check_id(id)?;
-        let (jobs, errors) = (self.key(Key::Jobs), self.key(Key::Errors));
+        let (jobs, errors) = (self.rdb().key(Key::Jobs), self.rdb().key(Key::Errors));
         // The record, its last error, its staged and in-flight scores, meta's `cold`.
         type Found = (
             Option<Vec<u8>>,
@@ -177,10 +180,10 @@ impl Queue {
         let (record, error, staged, lease, cold): Found = redis::pipe()
             .hget(jobs, id)
             .hget(errors, id)
-            .zscore(self.key(Key::Due), staged_member(id))
-            .zscore(self.key(Key::Flight), id)
-            .hget(self.meta_key(), "cold")
-            .query_async(&mut self.conn())
+            .zscore(self.rdb().key(Key::Due), staged_member(id))
+            .zscore(self.rdb().key(Key::Flight), id)
+            .hget(self.rdb().meta_key(), "cold")
+            .query_async(&mut self.rdb().conn())
             .await
             .map_err(|err| Error::redis(jobs, "HGET", err))?;
         let Some(record) = record else {
@@ -200,7 +203,7 @@ impl Queue {
     ///
     /// [`Error::is_redis`], [`Error::is_garbage`].
     pub async fn stats(&self) -> Result<super::Stats, Error> {
-        let meta = self.meta_key();
+        let meta = self.rdb().meta_key();
         type Counts = (
             u64,
             u64,
@@ -211,10 +214,10 @@ impl Queue {
             Vec<(String, String)>,
         );
         let (jobs, ready, flight, dead, fields, time, segments): Counts = redis::pipe()
-            .hlen(self.key(Key::Jobs))
-            .llen(self.key(Key::Ready))
-            .zcard(self.key(Key::Flight))
-            .zcard(self.key(Key::Dead))
+            .hlen(self.rdb().key(Key::Jobs))
+            .llen(self.rdb().key(Key::Ready))
+            .zcard(self.rdb().key(Key::Flight))
+            .zcard(self.rdb().key(Key::Dead))
             .hget(
                 meta,
                 &[
@@ -223,15 +226,15 @@ impl Queue {
                 ],
             )
             .cmd("TIME")
-            .hgetall(self.key(Key::ColdSegs))
-            .query_async(&mut self.conn())
+            .hgetall(self.rdb().key(Key::ColdSegs))
+            .query_async(&mut self.rdb().conn())
             .await
             .map_err(|err| Error::redis(meta, "stats", err))?;
         let mut stats = super::stats::build(meta, jobs, ready, flight, dead, &fields, time)?;
         for (_, segment) in &segments {
             let (_, left, _) = super::cold_view::parse_segment(segment).ok_or_else(|| {
                 Error::garbage(
-                    self.key(Key::ColdSegs),
+                    self.rdb().key(Key::ColdSegs),
                     format!("value {segment:?} is not a segment's"),
                 )
             })?;
@@ -289,14 +292,14 @@ impl Queue {
     ///
     /// [`Error::is_redis`].
     pub async fn set_manual_clock(&self, at: Option<SystemTime>) -> Result<(), Error> {
-        let meta = self.meta_key();
+        let meta = self.rdb().meta_key();
         let mut pipe = redis::pipe();
         match at {
             Some(at) => pipe.hset(meta, "clock", unix_ms_ceil(at)),
             None => pipe.hdel(meta, "clock"),
         };
-        pipe.publish(self.channel(), "0 0");
-        pipe.query_async::<()>(&mut self.conn())
+        pipe.publish(self.rdb().channel(), "0 0");
+        pipe.query_async::<()>(&mut self.rdb().conn())
             .await
             .map_err(|err| Error::redis(meta, "set the manual clock", err))
     }
@@ -307,8 +310,8 @@ impl Queue {
     ///
     /// [`Error::is_redis`]; [`Error::is_garbage`] if no manual clock is set.
     pub async fn advance_manual_clock(&self, by: Duration) -> Result<(), Error> {
-        let meta = self.meta_key();
-        let mut conn = self.conn();
+        let meta = self.rdb().meta_key();
+        let mut conn = self.rdb().conn();
         let set: bool = conn
             .hexists(meta, "clock")
             .await
@@ -318,7 +321,7 @@ impl Queue {
         }
         let mut pipe = redis::pipe();
         pipe.hincr(meta, "clock", ms_ceil(by).min(MAX_DUE_MS))
-            .publish(self.channel(), "0 0");
+            .publish(self.rdb().channel(), "0 0");
         pipe.query_async::<()>(&mut conn)
             .await
             .map_err(|err| Error::redis(meta, "advance the manual clock", err))
@@ -350,45 +353,12 @@ impl Queue {
     ///
     /// [`Error::is_redis`].
     pub async fn exists(&self) -> Result<bool, Error> {
-        let keys: Vec<&str> = Key::ALL.iter().map(|&key| self.key(key)).collect();
+        let keys: Vec<&str> = Key::ALL.iter().map(|&key| self.rdb().key(key)).collect();
         let found: u64 = redis::cmd("EXISTS")
             .arg(&keys)
-            .query_async(&mut self.conn())
+            .query_async(&mut self.rdb().conn())
             .await
-            .map_err(|err| Error::redis(self.meta_key(), "EXISTS", err))?;
+            .map_err(|err| Error::redis(self.rdb().meta_key(), "EXISTS", err))?;
         Ok(found > 0)
-    }
-
-    /// Checks that every key of the queue that exists has the type this crate writes, and
-    /// that the user may read the keys and publish on the queue's channel.
-    pub(crate) async fn check_keys(&self) -> Result<(), Error> {
-        let mut pipe = redis::pipe();
-        for key in Key::ALL {
-            pipe.cmd("TYPE").arg(self.key(key));
-        }
-        let types: Vec<String> = pipe
-            .query_async(&mut self.conn())
-            .await
-            .map_err(|err| Error::redis(self.meta_key(), "read the queue's keys (TYPE)", err))?;
-        // The wake channel: a user without it (Redis 7 gives new ACL users no channel)
-        // would store jobs that no leader hears of. "0 0" only makes a leader look again.
-        let _: i64 = redis::cmd("PUBLISH")
-            .arg(self.channel())
-            .arg("0 0")
-            .query_async(&mut self.conn())
-            .await
-            .map_err(|err| {
-                Error::redis(self.meta_key(), "publish to the queue's wake channel", err)
-            })?;
-        for (key, found) in Key::ALL.into_iter().zip(types) {
-            let want = key.redis_type();
-            if found != "none" && found != want {
-                return Err(Error::garbage(
-                    self.key(key),
-                    format!("expected a {want}, found a {found}"),
-                ));
-            }
-        }
-        Ok(())
     }
 }

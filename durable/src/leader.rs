@@ -268,9 +268,9 @@ impl Leader {
         stopped: &mut watch::Receiver<bool>,
         retry: &mut Retry,
     ) -> Result<(), Error> {
-        let channel = self.queue.channel();
+        let channel = self.queue.rdb().channel();
         let mut pubsub = tokio::select! {
-            pubsub = self.queue.subscriber() => {
+            pubsub = self.queue.rdb().subscriber() => {
                 pubsub.map_err(|err| Error::redis(&channel, "SUBSCRIBE", err))?
             }
             _ = stopped.changed() => {
@@ -334,7 +334,7 @@ impl Leader {
         let _: i64 = redis::cmd("PUBLISH")
             .arg(channel)
             .arg("probe")
-            .query_async(&mut self.queue.conn())
+            .query_async(&mut self.queue.rdb().conn())
             .await
             .map_err(|err| Error::redis(channel, "PUBLISH", err))?;
         tokio::select! {
@@ -461,7 +461,7 @@ impl Leader {
     async fn acquire(&mut self) -> Result<(), Error> {
         // The busy lease is both the first lease and what schedulers shorten it to.
         let ttl = self.options.busy_lease.as_millis();
-        let acquired = rdb::acquire(&self.queue, &self.name, ttl, ttl).await?;
+        let acquired = rdb::acquire(self.queue.rdb(), &self.name, ttl, ttl).await?;
         let local = Instant::now();
         let (now, expires) = (acquired.now, acquired.expires);
         let map = ClockMap {
@@ -528,7 +528,13 @@ impl Leader {
         let stats = self.stats();
         let (now_ms, _) = self.queue_now_estimate();
         let ttl = self.lease_for(now_ms, next_ms);
-        let renewed = rdb::renew(&self.queue, token, ttl.as_millis(), &stats).await?;
+        let lags = rdb::Lags {
+            p50_ms: stats.lag_p50_ms.unwrap_or(0),
+            p99_ms: stats.lag_p99_ms.unwrap_or(0),
+            promoted: stats.promoted,
+            sum_ms: stats.lag_sum_ms,
+        };
+        let renewed = rdb::renew(self.queue.rdb(), token, ttl.as_millis(), &lags).await?;
         let local = Instant::now();
         let Some((now, new_expires)) = renewed else {
             self.lose();
@@ -564,7 +570,7 @@ impl Leader {
             let Role::Leading { token, .. } = self.role else {
                 return Ok(());
             };
-            let ticked = rdb::tick(&self.queue, token, self.options.batch).await?;
+            let ticked = rdb::tick(self.queue.rdb(), token, self.options.batch).await?;
             let local = Instant::now();
             let Some(rdb::Ticked {
                 now,
@@ -634,7 +640,7 @@ impl Leader {
 
     async fn release(&mut self) {
         if let Role::Leading { token, .. } = self.role {
-            let _ = rdb::release(&self.queue, token).await;
+            let _ = rdb::release(self.queue.rdb(), token).await;
             self.lose();
         }
     }

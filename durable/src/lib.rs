@@ -213,7 +213,6 @@ mod backoff;
 #[cfg(feature = "cold")]
 mod cold;
 mod cold_view;
-mod connection;
 mod contract;
 #[cfg(feature = "dashboard")]
 #[cfg_attr(docsrs, doc(cfg(feature = "dashboard")))]
@@ -224,7 +223,6 @@ mod job;
 mod leader;
 mod leader_handle;
 mod merge;
-mod nodes;
 mod peek;
 mod queue;
 mod random;
@@ -234,11 +232,7 @@ mod redact;
 mod repair;
 mod reply;
 mod retry;
-mod script_acl;
-mod scripts;
-mod single;
 mod stats;
-mod tls;
 mod trace;
 mod when;
 mod worker;
@@ -249,7 +243,7 @@ pub use backoff::Backoff;
 #[cfg_attr(docsrs, doc(cfg(feature = "cold")))]
 pub use cold::ColdTier;
 pub use cold_view::ColdWindow;
-pub use connection::ConnectOptions;
+pub use rdb::{ConnectOptions, MAX_QUEUE_NAME_BYTES};
 pub use error::Error;
 pub use leader::{Leader, LeaderOptions};
 pub use leader_handle::{LeaderHandle, LeaderStats};
@@ -260,7 +254,7 @@ pub use leader_handle::{LeaderHandle, LeaderStats};
 #[cfg_attr(docsrs, doc(cfg(feature = "cold")))]
 pub use object_store;
 pub use peek::{queue_names, Counters, DueBucket};
-pub use queue::{Queue, MAX_ID_BYTES, MAX_PAYLOAD_BYTES, MAX_QUEUE_NAME_BYTES};
+pub use queue::{Queue, MAX_ID_BYTES, MAX_PAYLOAD_BYTES};
 pub use recur::{Recurrence, ScheduleInfo};
 pub use repair::Repaired;
 pub use reply::{JobInfo, JobState};

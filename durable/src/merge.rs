@@ -114,7 +114,7 @@ pub(crate) async fn schedule(
         Some(receiver) => receiver.await.unwrap_or_else(|_| {
             // The driver never drops an answer it was given; only a runtime shutting
             // down drops the driver.
-            Err(Error::not_sent(queue.meta_key(), "schedule"))
+            Err(Error::not_sent(queue.rdb().meta_key(), "schedule"))
         }),
         None => {
             let _busy = Busy(queue);
@@ -192,7 +192,7 @@ fn abandon(queue: &Queue) {
     for waiting in pending {
         let _ = waiting
             .answer
-            .send(Err(Error::not_sent(queue.meta_key(), "schedule")));
+            .send(Err(Error::not_sent(queue.rdb().meta_key(), "schedule")));
     }
 }
 
@@ -254,10 +254,11 @@ async fn drive(queue: &Queue) {
 /// One `schedule.lua` call of `jobs` (at most [`MAX_MERGED`]), with `WAIT` if the queue
 /// waits for replicas: whether each was added, in order.
 async fn send(queue: &Queue, jobs: &[(&str, &[u8], When)]) -> Result<Vec<bool>, Error> {
-    let call = ScheduleCall::new(queue, jobs, resend_token(queue).as_ref());
+    let call = ScheduleCall::new(queue.max_attempts(), jobs, resend_token(queue.rdb()).as_ref());
     let call = &call;
     let added = queue
-        .schedule_through_failover(Instant::now(), move || rdb::schedule(queue, call))
+        .rdb()
+        .schedule_through_failover(Instant::now(), move || rdb::schedule(queue.rdb(), call))
         .await?;
     #[cfg(feature = "tracing")]
     for ((id, _, _), added) in jobs.iter().zip(&added) {

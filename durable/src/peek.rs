@@ -12,8 +12,8 @@
 //! 65 s) and far ones coarsely (70 min, 75 h, ...): fine where it matters.
 
 use super::contract::{
-    level_width_ms, parse_bucket_member, queue_of_meta, system_time, Key, BUCKET_MEMBER,
-    META_PATTERN, STAGED_MEMBER, W0_MS,
+    level_width_ms, parse_bucket_member, system_time, Key, BUCKET_MEMBER,
+    STAGED_MEMBER, W0_MS,
 };
 use super::error::Error;
 use super::queue::Queue;
@@ -94,13 +94,13 @@ impl Queue {
     /// [`Error::is_redis`], [`Error::is_garbage`] for a member of `due` that is not
     /// ours.
     pub async fn due_buckets(&self) -> Result<(Vec<DueBucket>, bool), Error> {
-        let due = self.key(Key::Due);
+        let due = self.rdb().key(Key::Due);
         let members: Vec<(String, f64)> = redis::cmd("ZRANGE")
             .arg(due)
             .arg(0)
             .arg(MAX_MEMBERS)
             .arg("WITHSCORES")
-            .query_async(&mut self.conn())
+            .query_async(&mut self.rdb().conn())
             .await
             .map_err(|err| Error::redis(due, "ZRANGE", err))?;
         let truncated = members.len() > MAX_MEMBERS;
@@ -123,12 +123,12 @@ impl Queue {
         }
         let mut pipe = redis::pipe();
         for (level, start) in &buckets {
-            pipe.scard(self.bucket(*level, *start));
+            pipe.scard(self.rdb().bucket(*level, *start));
         }
         let counts: Vec<u64> = if buckets.is_empty() {
             Vec::new()
         } else {
-            pipe.query_async(&mut self.conn())
+            pipe.query_async(&mut self.rdb().conn())
                 .await
                 .map_err(|err| Error::redis(due, "SCARD", err))?
         };
@@ -166,7 +166,7 @@ impl Queue {
     ///
     /// [`Error::is_redis`].
     pub async fn ready_ids(&self, limit: usize) -> Result<Vec<String>, Error> {
-        let ready = self.key(Key::Ready);
+        let ready = self.rdb().key(Key::Ready);
         if limit == 0 {
             return Ok(Vec::new()); // LRANGE 0 -1 would be everything
         }
@@ -174,7 +174,7 @@ impl Queue {
             .arg(ready)
             .arg(0)
             .arg(limit as isize - 1)
-            .query_async(&mut self.conn())
+            .query_async(&mut self.rdb().conn())
             .await
             .map_err(|err| Error::redis(ready, "LRANGE", err))
     }
@@ -185,7 +185,7 @@ impl Queue {
     ///
     /// [`Error::is_redis`].
     pub async fn in_flight_ids(&self, limit: usize) -> Result<Vec<(String, SystemTime)>, Error> {
-        let flight = self.key(Key::Flight);
+        let flight = self.rdb().key(Key::Flight);
         if limit == 0 {
             return Ok(Vec::new());
         }
@@ -194,7 +194,7 @@ impl Queue {
             .arg(0)
             .arg(limit as isize - 1)
             .arg("WITHSCORES")
-            .query_async(&mut self.conn())
+            .query_async(&mut self.rdb().conn())
             .await
             .map_err(|err| Error::redis(flight, "ZRANGE", err))?;
         Ok(ids
@@ -317,14 +317,14 @@ impl Queue {
             .map(|n| format!("n_{n}"))
             .chain(lag_fields)
             .collect();
-        let meta = self.meta_key();
+        let meta = self.rdb().meta_key();
         let mut values: Vec<Option<String>> = redis::cmd("HMGET")
             .arg(meta)
             .arg(&fields)
             .arg(LAST_SCRIPT_ERROR)
             .arg(LEADER_FAILING)
             .arg(LEADER_ERROR)
-            .query_async(&mut self.conn())
+            .query_async(&mut self.rdb().conn())
             .await
             .map_err(|err| Error::redis(meta, "HMGET", err))?;
         let leader_error = values.pop().flatten();
@@ -379,8 +379,8 @@ impl Queue {
     /// a user who may not `HSET` leaves nothing here (the process's own
     /// [`LeaderStats::failing`](super::LeaderStats::failing) and warning still say it).
     pub(crate) async fn leader_failing(&self, rounds: u64, message: &str) {
-        let mut conn = self.conn();
-        let meta = self.meta_key();
+        let mut conn = self.rdb().conn();
+        let meta = self.rdb().meta_key();
         let _: Result<(), _> = if rounds == 0 {
             redis::cmd("HDEL")
                 .arg(meta)
@@ -415,11 +415,11 @@ impl Queue {
         }
         let message: String = err.to_string().chars().take(1024).collect();
         let _: Result<(), _> = redis::pipe()
-            .hincr(self.meta_key(), "n_script_errors", 1)
+            .hincr(self.rdb().meta_key(), "n_script_errors", 1)
             .ignore()
-            .hset(self.meta_key(), LAST_SCRIPT_ERROR, message)
+            .hset(self.rdb().meta_key(), LAST_SCRIPT_ERROR, message)
             .ignore()
-            .query_async(&mut self.conn())
+            .query_async(&mut self.rdb().conn())
             .await;
     }
 }
@@ -461,32 +461,3 @@ pub async fn queue_names(url: &str) -> Result<Vec<String>, Error> {
     super::ConnectOptions::new(url).queue_names().await
 }
 
-/// `SCAN` for every queue's meta key on the server `conn` reaches; the names, sorted.
-pub(crate) async fn scan_queue_names(
-    conn: &mut redis::aio::MultiplexedConnection,
-) -> Result<Vec<String>, Error> {
-    let mut names = Vec::new();
-    let mut cursor: u64 = 0;
-    loop {
-        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("MATCH")
-            .arg(META_PATTERN)
-            .arg("COUNT")
-            .arg(1000)
-            .query_async(conn)
-            .await
-            .map_err(|err| Error::redis(META_PATTERN, "SCAN", err))?;
-        names.extend(
-            keys.iter()
-                .filter_map(|key| queue_of_meta(key).map(str::to_string)),
-        );
-        if next == 0 {
-            break;
-        }
-        cursor = next;
-    }
-    names.sort();
-    names.dedup();
-    Ok(names)
-}

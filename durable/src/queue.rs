@@ -1,15 +1,11 @@
 //! [`Queue`]: a handle to one queue's keys, for scheduling, cancelling and looking.
 
-use super::connection::{send_again, Conn, ConnectOptions, Nodes};
-use super::contract::{self, Key};
-use super::error::Error;
-use super::rdb::schedule::{self, Rescheduled};
-use super::rdb::Reply;
-use super::scripts::Script;
-use super::when::{CatchUp, When};
-use redis::Value;
+use crate::error::Error;
+use crate::rdb::schedule::{self, Rescheduled};
+use crate::rdb::{ConnectOptions, Rdb};
+use crate::when::{CatchUp, When};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// The largest payload a job may carry: 1 MiB. Larger ones are refused with an error for
 /// which [`Error::is_payload_too_large`] is true; keep large data elsewhere and put its
@@ -18,9 +14,6 @@ pub const MAX_PAYLOAD_BYTES: usize = 1 << 20;
 
 /// The longest job id, in bytes: 512.
 pub const MAX_ID_BYTES: usize = 512;
-
-/// The longest queue name, in bytes: 128.
-pub const MAX_QUEUE_NAME_BYTES: usize = 128;
 
 /// Jobs per script call when scheduling in a batch; calls are pipelined in groups.
 pub(crate) const SCHEDULE_CHUNK: usize = 128;
@@ -60,37 +53,23 @@ pub struct Queue {
 }
 
 struct Inner {
-    conn: Conn,
-    /// The connection of the calls that `WAIT` for replicas, so that a `WAIT` holds up
-    /// only them (see [`ConnectOptions::wait_for_replicas`]); `None` without the option.
-    waits: Option<Conn>,
-    nodes: Nodes,
-    /// Redacted (see [`redact`](super::redact::redact)): the client keeps the credentials.
-    url: String,
-    name: String,
-    prefix: String,
-    /// Every key's full name, by [`Key::index`].
-    keys: Vec<String>,
+    /// The connections and key names, and how calls are run.
+    rdb: Rdb,
     max_attempts: u32,
-    /// `WAIT` for this many replicas, at most this long, after writes that must survive a
-    /// master's death (see [`ConnectOptions::wait_for_replicas`]).
-    replicas: Option<(u32, Duration)>,
-    /// See [`ConnectOptions::retry_schedules_for`].
-    schedule_retry: Duration,
     catch_up: CatchUp,
     /// Concurrent single schedules, merged (merge.rs).
-    merger: super::merge::Merger,
+    merger: crate::merge::Merger,
     /// Where far jobs go (cold.rs): the leader moves and loads them, `reschedule` and
     /// `job` read a cold job's record from it.
     #[cfg(feature = "cold")]
-    cold: Option<super::cold::ColdTier>,
+    cold: Option<crate::cold::ColdTier>,
 }
 
 impl std::fmt::Debug for Queue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Queue")
-            .field("url", &self.inner.url)
-            .field("name", &self.inner.name)
+            .field("url", &self.url())
+            .field("name", &self.name())
             .finish_non_exhaustive()
     }
 }
@@ -137,31 +116,16 @@ impl Queue {
     ///
     /// As [`connect`](Queue::connect).
     pub async fn connect_with(options: &ConnectOptions, name: &str) -> Result<Queue, Error> {
-        check_queue_name(name)?;
-        let (conn, waits, nodes) = options.open().await?;
-        let prefix = contract::prefix(name);
         let queue = Queue {
             inner: Arc::new(Inner {
-                nodes,
-                conn,
-                waits,
-                url: options.shown_url(),
-                name: name.to_string(),
-                keys: Key::ALL
-                    .iter()
-                    .map(|key| format!("{prefix}{}", key.suffix()))
-                    .collect(),
-                prefix,
+                rdb: options.open_queue(name).await?,
                 max_attempts: 5,
-                replicas: options.replicas(),
-                schedule_retry: options.schedule_retry(),
                 catch_up: CatchUp::default(),
                 merger: Default::default(),
                 #[cfg(feature = "cold")]
                 cold: None,
             }),
         };
-        queue.check_keys().await?;
         Ok(queue)
     }
 
@@ -188,16 +152,8 @@ impl Queue {
     fn change(&mut self, change: impl FnOnce(&mut Inner)) {
         let inner = &self.inner;
         let mut new = Inner {
-            conn: inner.conn.clone(),
-            waits: inner.waits.clone(),
-            nodes: inner.nodes.clone(),
-            url: inner.url.clone(),
-            name: inner.name.clone(),
-            prefix: inner.prefix.clone(),
-            keys: inner.keys.clone(),
+            rdb: inner.rdb.clone(),
             max_attempts: inner.max_attempts,
-            replicas: inner.replicas,
-            schedule_retry: inner.schedule_retry,
             catch_up: inner.catch_up,
             merger: Default::default(),
             #[cfg(feature = "cold")]
@@ -208,7 +164,7 @@ impl Queue {
     }
 
     #[cfg(feature = "cold")]
-    pub(crate) fn with_cold(&self, cold: Option<super::cold::ColdTier>) -> Queue {
+    pub(crate) fn with_cold(&self, cold: Option<crate::cold::ColdTier>) -> Queue {
         let mut queue = self.clone();
         queue.change(|inner| inner.cold = cold);
         queue
@@ -216,7 +172,7 @@ impl Queue {
 
     /// The queue's cold tier, if it has one (see `with_cold_tier`).
     #[cfg(feature = "cold")]
-    pub(crate) fn cold_tier(&self) -> Option<&super::cold::ColdTier> {
+    pub(crate) fn cold_tier(&self) -> Option<&crate::cold::ColdTier> {
         self.inner.cold.as_ref()
     }
 
@@ -230,159 +186,22 @@ impl Queue {
 
     /// The queue's name.
     pub fn name(&self) -> &str {
-        &self.inner.name
+        self.inner.rdb.name()
     }
 
     /// The URL this queue was opened with, its password shown as `***`
     /// (`redis://app:***@host:6379/`): fit for logs and screens.
     pub fn url(&self) -> &str {
-        &self.inner.url
+        self.inner.rdb.url()
     }
 
-    /// The full name of one of the queue's keys.
-    pub(crate) fn key(&self, key: Key) -> &str {
-        &self.inner.keys[key.index()]
+    /// The queue's link to Redis: every script call goes through it.
+    pub(crate) fn rdb(&self) -> &Rdb {
+        &self.inner.rdb
     }
 
-    /// The full name of a bucket's key, from [`contract::bucket_key`].
-    pub(crate) fn bucket(&self, level: u8, start_ms: u64) -> String {
-        format!(
-            "{}{}",
-            self.inner.prefix,
-            contract::bucket_key(level, start_ms)
-        )
-    }
-
-    /// The full name of the cold index's bucket `n` (lib/cold.lua's `cold_key`: the first
-    /// four hex digits of SHA-1 of an id).
-    pub(crate) fn cold_index_key(&self, n: u16) -> String {
-        format!("{}{}{n:04x}", self.inner.prefix, contract::COLD_INDEX_KEY)
-    }
-
-    /// The queue's wake channel.
-    pub(crate) fn channel(&self) -> String {
-        format!("{}{}", self.inner.prefix, contract::CHANNEL)
-    }
-
-    /// A client for the server holding the queue's keys, for a connection of its own (a
-    /// subscription, a blocking `BLMOVE`): on a cluster, the master that owns the queue's
-    /// slot now.
-    pub(crate) async fn node_client(&self) -> redis::RedisResult<redis::Client> {
-        self.inner.nodes.owner_of(self.meta_key()).await
-    }
-
-    /// A subscription of its own to the server holding the queue's keys (on a cluster,
-    /// the slot's master, waited for through a failover).
-    pub(crate) async fn subscriber(&self) -> redis::RedisResult<redis::aio::PubSub> {
-        self.inner.nodes.subscriber(self.meta_key()).await
-    }
-
-    pub(crate) fn merger(&self) -> &super::merge::Merger {
+    pub(crate) fn merger(&self) -> &crate::merge::Merger {
         &self.inner.merger
-    }
-
-    pub(crate) fn conn(&self) -> Conn {
-        self.inner.conn.clone()
-    }
-
-    /// The connection of the calls that `WAIT` for replicas (see [`Inner::waits`]).
-    pub(crate) fn waits_conn(&self) -> Option<Conn> {
-        self.inner.waits.clone()
-    }
-
-    /// The meta key's name.
-    pub(crate) fn meta_key(&self) -> &str {
-        self.key(Key::Meta)
-    }
-
-    /// Runs one script with the keys it declares and `args`.
-    pub(crate) async fn call(&self, script: &Script, args: &[&[u8]]) -> Result<Reply, Error> {
-        self.call_retrying(script, args, script.idempotent).await
-    }
-
-    /// [`call`](Self::call), sent once more on a new connection if `retry` and the
-    /// connection turns out closed (Redis's `timeout`, `CLIENT KILL` or a proxy closed it
-    /// while the queue was idle: the connection manager notices only then). Only for
-    /// calls that leave the queue the same when run twice: the first may have run.
-    pub(crate) async fn call_retrying(
-        &self,
-        script: &Script,
-        args: &[&[u8]],
-        retry: bool,
-    ) -> Result<Reply, Error> {
-        let mut invocation = script.script.prepare_invoke();
-        for key in script.keys {
-            invocation.key(self.key(*key));
-        }
-        for arg in args {
-            invocation.arg(*arg);
-        }
-        let mut result: redis::RedisResult<Value> = invocation.invoke_async(&mut self.conn()).await;
-        if matches!(&result, Err(err) if send_again(retry, err)) {
-            result = invocation.invoke_async(&mut self.conn()).await;
-        }
-        let value = result.map_err(|err| Error::script(self.meta_key(), script, err))?;
-        Reply::new(value, self.meta_key(), script.name)
-    }
-
-    /// Adds one `EVALSHA` of `script` with its keys and `args` to `pipe`.
-    pub(crate) fn add_call(&self, pipe: &mut redis::Pipeline, script: &Script, args: &[Vec<u8>]) {
-        let cmd = pipe
-            .cmd("EVALSHA")
-            .arg(script.script.get_hash())
-            .arg(script.keys.len());
-        for key in script.keys {
-            cmd.arg(self.key(*key));
-        }
-        for arg in args {
-            cmd.arg(arg.as_slice());
-        }
-    }
-
-    /// Runs `calls` (argument lists of `script`) in one pipeline; loads the script and
-    /// tries again once if Redis does not know it, and sends it once more on a new
-    /// connection when an idempotent script's finds its connection closed.
-    pub(crate) async fn call_many<C: AsRef<[Vec<u8>]>>(
-        &self,
-        script: &Script,
-        calls: &[C],
-    ) -> Result<Vec<Reply>, Error> {
-        let mut pipe = redis::pipe();
-        for args in calls {
-            self.add_call(&mut pipe, script, args.as_ref());
-        }
-        let mut conn = self.conn();
-        let mut result: redis::RedisResult<Vec<Value>> = pipe.query_async(&mut conn).await;
-        if matches!(&result, Err(err) if send_again(script.idempotent, err)) {
-            conn = self.conn();
-            result = pipe.query_async(&mut conn).await;
-        }
-        if matches!(&result, Err(err) if err.kind() == redis::ErrorKind::NoScriptError) {
-            script
-                .script
-                .prepare_invoke()
-                .load_async(&mut conn)
-                .await
-                .map_err(|err| Error::script(self.meta_key(), script, err))?;
-            result = pipe.query_async(&mut conn).await;
-        }
-        let values = result.map_err(|err| Error::script(self.meta_key(), script, err))?;
-        values
-            .into_iter()
-            .map(|value| Reply::new(value, self.meta_key(), script.name))
-            .collect()
-    }
-
-    /// How long a schedule is sent again while the queue's master is away
-    /// ([`ConnectOptions::retry_schedules_for`]).
-    pub(crate) fn schedule_retry(&self) -> Duration {
-        self.inner.schedule_retry
-    }
-
-    /// `WAIT` for this many replicas, at most this long, after schedules
-    /// ([`ConnectOptions::wait_for_replicas`]).
-    pub(crate) fn replicas(&self) -> Option<(u32, Duration)> {
-        self.inner.replicas
     }
 
     /// Schedules job `id` with `payload`, due at or after `when`; returns `true` if it was
@@ -439,7 +258,7 @@ impl Queue {
     ) -> Result<bool, Error> {
         let payload = payload.as_ref();
         check_job(id, payload)?;
-        super::merge::schedule(self, id, payload, when.into()).await
+        crate::merge::schedule(self, id, payload, when.into()).await
     }
 
     /// Schedules many jobs: 128 per script call, calls pipelined 32 at a time. Returns,
@@ -487,17 +306,17 @@ impl Queue {
             .map(|(id, payload, when)| (*id, payload.as_ref(), *when))
             .collect();
         // One resend token for the batch's calls (rdb::schedule::resend_token).
-        let token = schedule::resend_token(self);
+        let token = schedule::resend_token(self.rdb());
         let calls: Vec<schedule::ScheduleCall> = jobs
             .chunks(SCHEDULE_CHUNK)
-            .map(|chunk| schedule::ScheduleCall::new(self, chunk, token.as_ref()))
+            .map(|chunk| schedule::ScheduleCall::new(self.max_attempts(), chunk, token.as_ref()))
             .collect();
         let mut added = Vec::new();
         let started = Instant::now();
         for group in calls.chunks(PIPELINE_CALLS) {
             added.extend(
-                self.schedule_through_failover(started, move || {
-                    schedule::schedule_pipelined(self, group)
+                self.rdb().schedule_through_failover(started, move || {
+                    schedule::schedule_pipelined(self.rdb(), group)
                 })
                 .await?,
             );
@@ -519,7 +338,7 @@ impl Queue {
     /// [`Error::is_invalid_id`], [`Error::is_redis`], [`Error::is_garbage`].
     pub async fn cancel(&self, id: &str) -> Result<bool, Error> {
         check_id(id)?;
-        Ok(schedule::cancel(self, &[id]).await?[0])
+        Ok(schedule::cancel(self.rdb(), &[id]).await?[0])
     }
 
     /// Cancels many jobs: 128 per script call, calls pipelined 32 at a time. Returns, in
@@ -542,7 +361,7 @@ impl Queue {
         }
         let mut removed = Vec::new();
         for group in calls.chunks(PIPELINE_CALLS) {
-            removed.extend(schedule::cancel_pipelined(self, group).await?);
+            removed.extend(schedule::cancel_pipelined(self.rdb(), group).await?);
         }
         Ok(removed)
     }
@@ -581,7 +400,7 @@ impl Queue {
         // A cold job is read from its segment and moved by a second call; if it moved in
         // between (loaded, cancelled), the first call is asked again.
         for _ in 0..COLD_TRIES {
-            let (seg, window) = match schedule::reschedule(self, id, &when).await? {
+            let (seg, window) = match schedule::reschedule(self.rdb(), id, &when).await? {
                 Rescheduled::Moved => return Ok(true),
                 Rescheduled::NotWaiting => return Ok(false),
                 Rescheduled::Cold { seg, window } => (seg, window),
@@ -596,25 +415,6 @@ impl Queue {
             format!("the cold job moved between each of {COLD_TRIES} tries"),
         ))
     }
-}
-
-fn check_queue_name(name: &str) -> Result<(), Error> {
-    if name.is_empty() {
-        return Err(Error::invalid_queue_name(name, "empty"));
-    }
-    if name.len() > MAX_QUEUE_NAME_BYTES {
-        return Err(Error::invalid_queue_name(
-            name,
-            "longer than MAX_QUEUE_NAME_BYTES (128)",
-        ));
-    }
-    if name.contains(['{', '}']) {
-        return Err(Error::invalid_queue_name(
-            name,
-            "holds a brace; the name becomes the keys' hash tag",
-        ));
-    }
-    Ok(())
 }
 
 pub(crate) fn check_id(id: &str) -> Result<(), Error> {
@@ -640,4 +440,18 @@ fn check_job(id: &str, payload: &[u8]) -> Result<(), Error> {
         ));
     }
     Ok(())
+}
+
+impl ConnectOptions {
+    /// Connects and opens the queue `name`: see [`Queue::connect`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Queue::connect`]; [`Error::is_invalid_url`] also for a cluster without seeds
+    /// or with seeds of different users or schemes, and for TLS options that do not parse
+    /// (a CA or client certificate that is not PEM, a client key that is no PEM private
+    /// key) or are given with a `redis://` URL.
+    pub async fn connect(&self, name: &str) -> Result<Queue, Error> {
+        Queue::connect_with(self, name).await
+    }
 }

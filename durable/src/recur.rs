@@ -352,7 +352,7 @@ impl Queue {
         )
         .into_bytes();
         record.extend_from_slice(payload);
-        rdb::set(self, id, &record, first).await
+        rdb::set(self.rdb(), id, &record, first).await
     }
 
     /// Removes recurring schedule `id`; returns `true` if there was one. Jobs already
@@ -363,7 +363,7 @@ impl Queue {
     /// [`Error::is_invalid_id`], [`Error::is_redis`], [`Error::is_garbage`].
     pub async fn unschedule(&self, id: &str) -> Result<bool, Error> {
         check_id(id)?;
-        rdb::del(self, id).await
+        rdb::del(self.rdb(), id).await
     }
 
     /// Every recurring schedule of the queue, by id, with its next occurrence. Reads two
@@ -373,12 +373,12 @@ impl Queue {
     ///
     /// [`Error::is_redis`]; [`Error::is_garbage`] naming a record that is not one.
     pub async fn schedules(&self) -> Result<Vec<ScheduleInfo>, Error> {
-        let (recur, rnext) = (self.key(Key::Recur), self.key(Key::Rnext));
+        let (recur, rnext) = (self.rdb().key(Key::Recur), self.rdb().key(Key::Rnext));
         type Both = (Vec<(String, Vec<u8>)>, HashMap<String, String>);
         let (records, nexts): Both = redis::pipe()
             .hgetall(recur)
             .hgetall(rnext)
-            .query_async(&mut self.conn())
+            .query_async(&mut self.rdb().conn())
             .await
             .map_err(|err| Error::redis(recur, "read the recurring schedules", err))?;
         let mut out = Vec::with_capacity(records.len());
@@ -422,14 +422,14 @@ impl Queue {
 /// leader then ticks again: some may be due).
 pub(crate) async fn refill(queue: &Queue, token: u64, now: u64) -> Result<bool, Error> {
     let (recur, rnext, rlow) = (
-        queue.key(Key::Recur),
-        queue.key(Key::Rnext),
-        queue.key(Key::Rlow),
+        queue.rdb().key(Key::Recur),
+        queue.rdb().key(Key::Rnext),
+        queue.rdb().key(Key::Rlow),
     );
     let ids: Vec<String> = redis::cmd("SRANDMEMBER")
         .arg(rlow)
         .arg(64)
-        .query_async(&mut queue.conn())
+        .query_async(&mut queue.rdb().conn())
         .await
         .map_err(|err| Error::redis(rlow, "read the schedules to refill", err))?;
     if ids.is_empty() {
@@ -443,7 +443,7 @@ pub(crate) async fn refill(queue: &Queue, token: u64, now: u64) -> Result<bool, 
         .cmd("HMGET")
         .arg(rnext)
         .arg(&ids)
-        .query_async(&mut queue.conn())
+        .query_async(&mut queue.rdb().conn())
         .await
         .map_err(|err| Error::redis(recur, "read the schedules to refill", err))?;
     let mut fills = Vec::with_capacity(ids.len());
@@ -459,7 +459,7 @@ pub(crate) async fn refill(queue: &Queue, token: u64, now: u64) -> Result<bool, 
             times: join(&times),
         });
     }
-    let gained = rdb::fill(queue, token, fills).await?;
+    let gained = rdb::fill(queue.rdb(), token, fills).await?;
     Ok(gained.iter().any(|&n| n > 0))
 }
 

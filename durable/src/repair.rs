@@ -175,7 +175,7 @@ impl Pass<'_> {
     /// Sends every page of `key` (read with `command`) to the script as `what`. False
     /// when fenced out.
     async fn scan(&mut self, what: &str, command: &str, key: Key) -> Result<bool, Error> {
-        let name = self.queue.key(key).to_string();
+        let name = self.queue.rdb().key(key).to_string();
         // HSCAN and ZSCAN answer field-value (member-score) pairs; SSCAN members.
         let stride = if command == "SSCAN" { 1 } else { 2 };
         let mut cursor: u64 = 0;
@@ -185,7 +185,7 @@ impl Pass<'_> {
                 .arg(cursor)
                 .arg("COUNT")
                 .arg(PAGE)
-                .query_async(&mut self.queue.conn())
+                .query_async(&mut self.queue.rdb().conn())
                 .await
                 .map_err(|err| Error::redis(&name, command, err))?;
             let page: Vec<Vec<u8>> = items.into_iter().step_by(stride).collect();
@@ -222,14 +222,14 @@ impl Pass<'_> {
         }
         let mut seen: HashMap<&[u8], i64> =
             self.missing.iter().map(|e| (e.id.as_slice(), 0)).collect();
-        let name = self.queue.key(Key::Ready).to_string();
+        let name = self.queue.rdb().key(Key::Ready).to_string();
         let mut start: isize = 0;
         loop {
             let ids: Vec<Vec<u8>> = redis::cmd("LRANGE")
                 .arg(&name)
                 .arg(start)
                 .arg(start + READY_PAGE - 1)
-                .query_async(&mut self.queue.conn())
+                .query_async(&mut self.queue.rdb().conn())
                 .await
                 .map_err(|err| Error::redis(&name, "LRANGE", err))?;
             for id in &ids {
@@ -255,7 +255,7 @@ impl Pass<'_> {
     /// One script call: the cursor of `jobs`' next page (`0` when done, or for other
     /// steps); `None` when fenced out.
     async fn call(&mut self, what: &str, items: Vec<Vec<u8>>) -> Result<Option<Vec<u8>>, Error> {
-        let Some(step) = rdb::repair(self.queue, &self.token, what, items).await? else {
+        let Some(step) = rdb::repair(self.queue.rdb(), &self.token, what, items).await? else {
             return Ok(None);
         };
         self.done.placed += step.placed;
@@ -278,11 +278,11 @@ const REPAIR_ENTRIES: usize = 1000;
 /// the index, a page at a time, then `cseg` against `cwin`. Nothing for a queue that
 /// never had a cold tier.
 async fn repair_cold(queue: &Queue, done: &mut Repaired) -> Result<(), Error> {
-    let meta = queue.meta_key();
+    let meta = queue.rdb().meta_key();
     let cold: Option<String> = redis::cmd("HGET")
         .arg(meta)
         .arg("cold")
-        .query_async(&mut queue.conn())
+        .query_async(&mut queue.rdb().conn())
         .await
         .map_err(|err| Error::redis(meta, "HGET", err))?;
     if cold.is_none() {
@@ -292,10 +292,10 @@ async fn repair_cold(queue: &Queue, done: &mut Repaired) -> Result<(), Error> {
     for first in (0..1u32 << 16).step_by(INDEX_PAGE as usize) {
         let mut pipe = redis::pipe();
         for n in first..first + INDEX_PAGE {
-            pipe.cmd("HGETALL").arg(queue.cold_index_key(n as u16));
+            pipe.cmd("HGETALL").arg(queue.rdb().cold_index_key(n as u16));
         }
         let pages: Vec<Vec<(Vec<u8>, Vec<u8>)>> = pipe
-            .query_async(&mut queue.conn())
+            .query_async(&mut queue.rdb().conn())
             .await
             .map_err(|err| Error::redis(meta, "HGETALL of the cold index", err))?;
         for (id, seg) in pages.into_iter().flatten() {
@@ -313,7 +313,7 @@ async fn repair_cold(queue: &Queue, done: &mut Repaired) -> Result<(), Error> {
 }
 
 async fn repair_call(queue: &Queue, pairs: Vec<Vec<u8>>, done: &mut Repaired) -> Result<(), Error> {
-    let (placed, removed) = rdb::cold_repair(queue, pairs).await?;
+    let (placed, removed) = rdb::cold_repair(queue.rdb(), pairs).await?;
     done.placed += placed;
     done.removed += removed;
     Ok(())

@@ -146,7 +146,7 @@ impl Worker {
             }
             self.wait().await?.await.map_err(|err| {
                 self.waiter = None;
-                Error::redis(self.queue.key(Key::Ready), "BLMOVE", err)
+                Error::redis(self.queue.rdb().key(Key::Ready), "BLMOVE", err)
             })?;
         }
     }
@@ -184,7 +184,7 @@ impl Worker {
         let backoff = self.options.backoff.delay_of(&job.id, job.attempt);
         let error: String = error.chars().take(1024).collect();
         let failed = rdb::fail(
-            &self.queue,
+            self.queue.rdb(),
             job.id.as_bytes(),
             job.delivery,
             backoff.as_millis(),
@@ -266,7 +266,7 @@ impl Worker {
         &self,
         deliveries: &[(&str, u64)],
     ) -> Result<usize, Error> {
-        let given = rdb::give_back(&self.queue, deliveries).await?;
+        let given = rdb::give_back(self.queue.rdb(), deliveries).await?;
         if given > 0 {
             super::trace::event!(debug, queue = self.queue.name(), given, "given back");
         }
@@ -277,7 +277,7 @@ impl Worker {
         &self,
         deliveries: &[(&str, u64)],
     ) -> Result<usize, Error> {
-        rdb::extend(&self.queue, self.options.lease.as_millis(), deliveries).await
+        rdb::extend(self.queue.rdb(), self.options.lease.as_millis(), deliveries).await
     }
 
     pub(crate) async fn claim_and_ack(
@@ -291,7 +291,7 @@ impl Worker {
         // Acks alone are by delivery, so idempotent; a claim is not. No `WAIT` after acks
         // (see `ConnectOptions::wait_for_replicas`): an ack lost with its master costs a
         // delivery more, which at-least-once allows.
-        let claimed = rdb::claim(&self.queue, lease, max, acks, max == 0).await?;
+        let claimed = rdb::claim(self.queue.rdb(), lease, max, acks, max == 0).await?;
         let received = Instant::now();
         let acked = claimed.acked;
         let mut jobs = Vec::with_capacity(claimed.jobs.len());
@@ -320,9 +320,9 @@ impl Worker {
         let shown = String::from_utf8_lossy(id);
         let error = format!(
             "garbage in {}: field {shown:?} is not UTF-8 text",
-            self.queue.key(Key::Jobs)
+            self.queue.rdb().key(Key::Jobs)
         );
-        match rdb::fail(&self.queue, id, delivery, 0, &error, true).await {
+        match rdb::fail(self.queue.rdb(), id, delivery, 0, &error, true).await {
             Ok(_) => {
                 super::trace::event!(
                     warn,
@@ -337,7 +337,7 @@ impl Worker {
 
     /// A future that ends when the ready list is not empty.
     pub(crate) async fn wait(&mut self) -> Result<Wait, Error> {
-        let ready = self.queue.key(Key::Ready).to_string();
+        let ready = self.queue.rdb().key(Key::Ready).to_string();
         let mut conn = match self.waiter.clone() {
             Some(conn) => conn,
             None => {
@@ -345,6 +345,7 @@ impl Worker {
                     .set_connection_timeout(Duration::from_secs(5));
                 let conn = self
                     .queue
+                    .rdb()
                     .node_client()
                     .await
                     .map_err(|err| Error::redis(&ready, "find the queue's node", err))?

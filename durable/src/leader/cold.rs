@@ -201,13 +201,13 @@ impl Leader {
             return Ok(());
         }
         self.cold_look = (Instant::now() + COLD_LOOK_EVERY, false);
-        let key = self.queue.key(crate::contract::Key::ColdWindows);
+        let key = self.queue.rdb().key(crate::contract::Key::ColdWindows);
         let head: Vec<(String, u64)> = redis::cmd("ZRANGE")
             .arg(key)
             .arg(0)
             .arg(0)
             .arg("WITHSCORES")
-            .query_async(&mut self.queue.conn())
+            .query_async(&mut self.queue.rdb().conn())
             .await
             .map_err(|err| Error::redis(key, "ZRANGE", err))?;
         let (now_ms, _) = self.queue_now_estimate();

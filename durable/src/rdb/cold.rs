@@ -4,8 +4,8 @@
 #[cfg(feature = "cold")]
 use super::num;
 use crate::error::Error;
-use crate::queue::Queue;
-use crate::scripts::scripts;
+use super::Rdb;
+use crate::rdb::scripts::scripts;
 
 /// What one [`take`] read.
 #[cfg(feature = "cold")]
@@ -26,7 +26,7 @@ pub(crate) struct Taken {
 /// `{ 1, now, cdep, w_1, n_1, id, record, ... (n_1 pairs), w_2, n_2, ... }`.
 #[cfg(feature = "cold")]
 pub(crate) async fn take(
-    queue: &Queue,
+    rdb: &Rdb,
     token: &str,
     horizon_ms: u64,
     window_ms: u64,
@@ -41,7 +41,7 @@ pub(crate) async fn take(
         &limit,
         fresh_dep.as_bytes(),
     ];
-    let mut reply = queue.call(&scripts().cold_take, &args).await?;
+    let mut reply = rdb.call(&scripts().cold_take, &args).await?;
     if reply.int(0)? != 1 {
         return Ok(None);
     }
@@ -69,7 +69,7 @@ pub(crate) async fn take(
 /// `{ 1, moved }`.
 #[cfg(feature = "cold")]
 pub(crate) async fn commit(
-    queue: &Queue,
+    rdb: &Rdb,
     token: &str,
     seg: u64,
     window: u64,
@@ -79,7 +79,7 @@ pub(crate) async fn commit(
     let (seg, window, bytes) = (num(seg), num(window), num(bytes));
     let mut args: Vec<&[u8]> = vec![token.as_bytes(), &seg, &window, &bytes];
     args.extend(pairs(jobs));
-    let reply = queue.call(&scripts().cold_commit, &args).await?;
+    let reply = rdb.call(&scripts().cold_commit, &args).await?;
     if reply.int(0)? != 1 {
         return Ok(None);
     }
@@ -93,7 +93,7 @@ pub(crate) async fn commit(
 /// `{ now, loaded, dropped }`.
 #[cfg(feature = "cold")]
 pub(crate) async fn load(
-    queue: &Queue,
+    rdb: &Rdb,
     token: &str,
     seg: u64,
     jobs: &[(Vec<u8>, Vec<u8>)],
@@ -101,7 +101,7 @@ pub(crate) async fn load(
     let seg = num(seg);
     let mut args: Vec<&[u8]> = vec![token.as_bytes(), &seg];
     args.extend(pairs(jobs));
-    let reply = queue.call(&scripts().cold_load, &args).await?;
+    let reply = rdb.call(&scripts().cold_load, &args).await?;
     if reply.len() == 1 {
         return Ok(None);
     }
@@ -113,9 +113,9 @@ pub(crate) async fn load(
 ///
 /// `ARGV` token, seg. Reply `{ 0 }` fenced, else `{ 1, left }`.
 #[cfg(feature = "cold")]
-pub(crate) async fn retire(queue: &Queue, token: &str, seg: u64) -> Result<Option<i64>, Error> {
+pub(crate) async fn retire(rdb: &Rdb, token: &str, seg: u64) -> Result<Option<i64>, Error> {
     let seg = num(seg);
-    let reply = queue
+    let reply = rdb
         .call(&scripts().cold_retire, &[token.as_bytes(), &seg])
         .await?;
     if reply.int(0)? != 1 {
@@ -134,8 +134,8 @@ fn pairs(jobs: &[(Vec<u8>, Vec<u8>)]) -> impl Iterator<Item = &[u8]> {
 /// start (ms; 0 if `cseg` no longer knows the segment), or `None`.
 ///
 /// `ARGV` id. Reply `{ }` or `{ seg, window }`.
-pub(crate) async fn find(queue: &Queue, id: &str) -> Result<Option<(u64, u64)>, Error> {
-    let reply = queue.call(&scripts().cold_find, &[id.as_bytes()]).await?;
+pub(crate) async fn find(rdb: &Rdb, id: &str) -> Result<Option<(u64, u64)>, Error> {
+    let reply = rdb.call(&scripts().cold_find, &[id.as_bytes()]).await?;
     if reply.len() < 2 {
         return Ok(None);
     }
@@ -152,14 +152,14 @@ pub(crate) async fn find(queue: &Queue, id: &str) -> Result<Option<(u64, u64)>, 
 /// `ARGV` id, seg, record, when. Reply `{ now, moved }`.
 #[cfg(feature = "cold")]
 pub(crate) async fn thaw(
-    queue: &Queue,
+    rdb: &Rdb,
     id: &str,
     seg: u64,
     record: &[u8],
     when: &str,
 ) -> Result<bool, Error> {
     let seg = num(seg);
-    let reply = queue
+    let reply = rdb
         .call(
             &scripts().cold_thaw,
             &[id.as_bytes(), &seg, record, when.as_bytes()],

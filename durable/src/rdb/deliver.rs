@@ -4,9 +4,8 @@ use super::Reply;
 use super::{num, refs};
 use crate::contract::MAX_BATCH;
 use crate::error::Error;
-use crate::job::Failed;
-use crate::queue::Queue;
-use crate::scripts::scripts;
+use super::Rdb;
+use crate::rdb::scripts::scripts;
 
 /// A job as a claim hands it over; its id may not be UTF-8 (written by something else).
 pub(crate) struct Delivered {
@@ -33,7 +32,7 @@ pub(crate) struct Claimed {
 /// `ARGV` lease_ms, max, n_acks, then n_acks times id, delivery. Reply `{ now, n_acked,
 /// then per job: id, attempt, delivery, due, payload }`.
 pub(crate) async fn claim(
-    queue: &Queue,
+    rdb: &Rdb,
     lease_ms: u128,
     max: usize,
     acks: &[(String, u64)],
@@ -44,7 +43,7 @@ pub(crate) async fn claim(
     for (id, delivery) in acks {
         args.extend([id.as_bytes().to_vec(), num(delivery)]);
     }
-    let mut reply = queue
+    let mut reply = rdb
         .call_retrying(&scripts().claim, &refs(&args), retry)
         .await?;
     let now = reply.int(0)?.max(0) as u64;
@@ -71,7 +70,7 @@ pub(crate) async fn claim(
 /// `ARGV` id, delivery, backoff_ms, error[, `q`]. Reply `{ now, outcome }`: 1 retried,
 /// 2 dead, 0 the delivery no longer holds the job.
 pub(crate) async fn fail(
-    queue: &Queue,
+    rdb: &Rdb,
     id: &[u8],
     delivery: u64,
     backoff_ms: u128,
@@ -83,7 +82,7 @@ pub(crate) async fn fail(
     if quarantine {
         args.push(b"q");
     }
-    let reply = queue.call(&scripts().fail, &args).await?;
+    let reply = rdb.call(&scripts().fail, &args).await?;
     Ok(match reply.int(1)? {
         1 => Failed::Retried,
         2 => Failed::Dead,
@@ -96,7 +95,7 @@ pub(crate) async fn fail(
 ///
 /// `ARGV` lease_ms, then pairs id, delivery. Reply `{ now, extended }`.
 pub(crate) async fn extend(
-    queue: &Queue,
+    rdb: &Rdb,
     lease_ms: u128,
     deliveries: &[(&str, u64)],
 ) -> Result<usize, Error> {
@@ -105,7 +104,7 @@ pub(crate) async fn extend(
         let mut args = Vec::with_capacity(1 + 2 * chunk.len());
         args.push(num(lease_ms));
         args.extend(pairs(chunk));
-        let reply = queue.call(&scripts().extend, &refs(&args)).await?;
+        let reply = rdb.call(&scripts().extend, &refs(&args)).await?;
         extended += count(&reply)?;
     }
     Ok(extended)
@@ -115,11 +114,11 @@ pub(crate) async fn extend(
 /// again at once, uncounted, [`MAX_BATCH`] per call; answers how many did.
 ///
 /// `ARGV` pairs id, delivery. Reply `{ now, given_back }`.
-pub(crate) async fn give_back(queue: &Queue, deliveries: &[(&str, u64)]) -> Result<usize, Error> {
+pub(crate) async fn give_back(rdb: &Rdb, deliveries: &[(&str, u64)]) -> Result<usize, Error> {
     let mut given = 0;
     for chunk in deliveries.chunks(MAX_BATCH) {
         let args: Vec<Vec<u8>> = pairs(chunk).collect();
-        let reply = queue.call(&scripts().give_back, &refs(&args)).await?;
+        let reply = rdb.call(&scripts().give_back, &refs(&args)).await?;
         given += count(&reply)?;
     }
     Ok(given)
@@ -134,4 +133,42 @@ fn pairs<'a>(deliveries: &'a [(&str, u64)]) -> impl Iterator<Item = Vec<u8>> + '
 /// The count of a `{ now, count }` reply.
 fn count(reply: &Reply) -> Result<usize, Error> {
     Ok(reply.int(1)?.max(0) as usize)
+}
+
+/// What became of a failed delivery (see [`Worker::fail`]).
+///
+/// # Examples
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use tickless_durable::{Failed, Queue, WorkerOptions};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), tickless_durable::Error> {
+/// # let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1/".into());
+/// let queue = Queue::connect(&url, "emails").await?.with_max_attempts(2);
+/// queue.schedule("welcome:7", b"ann@example.com", Duration::ZERO).await?;
+/// let mut worker = queue.worker(WorkerOptions::default());
+///
+/// let first = worker.claim(1).await?.remove(0);
+/// let failed = worker.fail(&first, "smtp: 451 try again later").await?;
+/// assert_eq!(failed, Failed::Retried); // attempt 1 of 2: again after the backoff
+/// match failed {
+///     Failed::Retried => println!("{} retried after the backoff", first.id()),
+///     Failed::Dead => println!("{} is in the dead set", first.id()),
+///     Failed::LeaseLost => println!("{} is no longer ours", first.id()),
+///     _ => {}
+/// }
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Failed {
+    /// It will be delivered again after the backoff.
+    Retried,
+    /// It was the last attempt: the job is in the dead set.
+    Dead,
+    /// This delivery no longer held the job (its lease ended, or it was cancelled).
+    LeaseLost,
 }

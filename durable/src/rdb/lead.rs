@@ -2,9 +2,8 @@
 
 use super::num;
 use crate::error::Error;
-use crate::leader_handle::LeaderStats;
-use crate::queue::Queue;
-use crate::scripts::scripts;
+use super::Rdb;
+use crate::rdb::scripts::scripts;
 
 /// What [`acquire`] answered.
 pub(crate) struct Acquired {
@@ -21,13 +20,13 @@ pub(crate) struct Acquired {
 /// `ARGV` holder, ttl_ms, busy_ms. Reply `{ 1, token, now, expires }` taken,
 /// `{ 0, holder, now, expires }` not.
 pub(crate) async fn acquire(
-    queue: &Queue,
+    rdb: &Rdb,
     holder: &str,
     ttl_ms: u128,
     busy_ms: u128,
 ) -> Result<Acquired, Error> {
     let (ttl, busy) = (num(ttl_ms), num(busy_ms));
-    let reply = queue
+    let reply = rdb
         .call(&scripts().acquire, &[holder.as_bytes(), &ttl, &busy])
         .await?;
     let now = reply.int(2)?.max(0) as u64;
@@ -43,26 +42,26 @@ pub(crate) async fn acquire(
     })
 }
 
-/// `renew.lua`: renews leadership `token`'s lease for `ttl_ms`, publishing `stats`' lags
+/// `renew.lua`: renews leadership `token`'s lease for `ttl_ms`, publishing `lags`
 /// and promotions; `(now, expires)`, or `None` if the leadership is lost.
 ///
 /// `ARGV` token, ttl_ms, lag_p50_ms, lag_p99_ms, promoted, lag_sum_ms. Reply
 /// `{ 1, now, expires }` renewed, `{ 0, now }` lost.
 pub(crate) async fn renew(
-    queue: &Queue,
+    rdb: &Rdb,
     token: u64,
     ttl_ms: u128,
-    stats: &LeaderStats,
+    lags: &Lags,
 ) -> Result<Option<(u64, u64)>, Error> {
     let args = [
         num(token),
         num(ttl_ms),
-        num(stats.lag_p50_ms.unwrap_or(0)),
-        num(stats.lag_p99_ms.unwrap_or(0)),
-        num(stats.promoted),
-        num(stats.lag_sum_ms),
+        num(lags.p50_ms),
+        num(lags.p99_ms),
+        num(lags.promoted),
+        num(lags.sum_ms),
     ];
-    let reply = queue.call(&scripts().renew, &super::refs(&args)).await?;
+    let reply = rdb.call(&scripts().renew, &super::refs(&args)).await?;
     if reply.int(0)? != 1 {
         return Ok(None);
     }
@@ -70,6 +69,15 @@ pub(crate) async fn renew(
         reply.int(1)?.max(0) as u64,
         reply.int(2)?.max(0) as u64,
     )))
+}
+
+/// What a leader publishes with each renewal: its promotion lags (ms) and how many jobs
+/// it promoted.
+pub(crate) struct Lags {
+    pub(crate) p50_ms: u64,
+    pub(crate) p99_ms: u64,
+    pub(crate) promoted: u64,
+    pub(crate) sum_ms: u64,
 }
 
 /// What one [`tick`] did.
@@ -88,9 +96,9 @@ pub(crate) struct Ticked {
 /// if the leadership is lost (fencing).
 ///
 /// `ARGV` token, limit. Reply `{ 0 }` lost, else `{ now, next, flags, lag_1..lag_k }`.
-pub(crate) async fn tick(queue: &Queue, token: u64, limit: usize) -> Result<Option<Ticked>, Error> {
+pub(crate) async fn tick(rdb: &Rdb, token: u64, limit: usize) -> Result<Option<Ticked>, Error> {
     let (token, limit) = (num(token), num(limit));
-    let reply = queue.call(&scripts().tick, &[&token, &limit]).await?;
+    let reply = rdb.call(&scripts().tick, &[&token, &limit]).await?;
     if reply.len() == 1 {
         return Ok(None);
     }
@@ -107,7 +115,7 @@ pub(crate) async fn tick(queue: &Queue, token: u64, limit: usize) -> Result<Opti
 /// `release.lua`: ends leadership `token`'s lease, if it is the current one.
 ///
 /// `ARGV` token. Reply 1 released, else 0 (not read: the leader stops either way).
-pub(crate) async fn release(queue: &Queue, token: u64) -> Result<(), Error> {
-    queue.call(&scripts().release, &[&num(token)]).await?;
+pub(crate) async fn release(rdb: &Rdb, token: u64) -> Result<(), Error> {
+    rdb.call(&scripts().release, &[&num(token)]).await?;
     Ok(())
 }

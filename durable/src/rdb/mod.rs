@@ -15,13 +15,24 @@
 //! moves and look-ups), [`repair`] (repair passes).
 
 pub(crate) mod cold;
+mod connect;
 pub(crate) mod deliver;
 pub(crate) mod lead;
+mod link;
+mod nodes;
 pub(crate) mod recur;
 pub(crate) mod repair;
 pub(crate) mod schedule;
+mod script_acl;
+pub(crate) mod scripts;
+mod single;
+mod tls;
 
-use super::error::Error;
+pub use connect::ConnectOptions;
+pub(crate) use link::Rdb;
+pub use link::MAX_QUEUE_NAME_BYTES;
+
+use crate::error::Error;
 use redis::Value;
 
 /// A script's answer: a flat array of integers and strings, read by position only in

@@ -2,8 +2,8 @@
 
 use super::{num, refs};
 use crate::error::Error;
-use crate::queue::Queue;
-use crate::scripts::scripts;
+use super::Rdb;
+use crate::rdb::scripts::scripts;
 
 /// `recur_set.lua`: sets schedule `id` to `record` (`kind|policy|max|period|spec|payload`)
 /// with its first occurrences `first` (`r<us>` or `c<t1>,...`); `false` if it already had
@@ -11,12 +11,12 @@ use crate::scripts::scripts;
 ///
 /// `ARGV` id, record, first. Reply `{ now, set }`.
 pub(crate) async fn set(
-    queue: &Queue,
+    rdb: &Rdb,
     id: &str,
     record: &[u8],
     first: &str,
 ) -> Result<bool, Error> {
-    let reply = queue
+    let reply = rdb
         .call(
             &scripts().recur_set,
             &[id.as_bytes(), record, first.as_bytes()],
@@ -28,8 +28,8 @@ pub(crate) async fn set(
 /// `recur_del.lua`: removes schedule `id`; whether there was one.
 ///
 /// `ARGV` ids. Reply: per id 1 removed, 0 none.
-pub(crate) async fn del(queue: &Queue, id: &str) -> Result<bool, Error> {
-    let reply = queue.call(&scripts().recur_del, &[id.as_bytes()]).await?;
+pub(crate) async fn del(rdb: &Rdb, id: &str) -> Result<bool, Error> {
+    let reply = rdb.call(&scripts().recur_del, &[id.as_bytes()]).await?;
     Ok(reply.int(0)? == 1)
 }
 
@@ -47,7 +47,7 @@ pub(crate) struct Fill<'a> {
 /// `ARGV` token, then triples id, next, times. Reply `{ 0 }` fenced, else
 /// `{ 1, appended_1, ... }`.
 pub(crate) async fn fill(
-    queue: &Queue,
+    rdb: &Rdb,
     token: u64,
     fills: Vec<Fill<'_>>,
 ) -> Result<Vec<i64>, Error> {
@@ -60,6 +60,6 @@ pub(crate) async fn fill(
             fill.times.into_bytes(),
         ]);
     }
-    let reply = queue.call(&scripts().recur_fill, &refs(&args)).await?;
+    let reply = rdb.call(&scripts().recur_fill, &refs(&args)).await?;
     (1..reply.len()).map(|i| reply.int(i)).collect()
 }

@@ -2,8 +2,8 @@
 
 use super::refs;
 use crate::error::Error;
-use crate::queue::Queue;
-use crate::scripts::scripts;
+use super::Rdb;
+use crate::rdb::scripts::scripts;
 
 /// What one [`repair`] step did.
 pub(crate) struct Repairing {
@@ -24,14 +24,14 @@ pub(crate) struct Repairing {
 /// `ARGV` token, what, items. Reply `{ 0 }` fenced, else `{ 1, placed, removed, cursor,
 /// id_1, skip_1, live_1, ... }`.
 pub(crate) async fn repair(
-    queue: &Queue,
+    rdb: &Rdb,
     token: &str,
     what: &str,
     items: Vec<Vec<u8>>,
 ) -> Result<Option<Repairing>, Error> {
     let mut args = vec![token.as_bytes().to_vec(), what.as_bytes().to_vec()];
     args.extend(items);
-    let mut reply = queue.call(&scripts().repair, &refs(&args)).await?;
+    let mut reply = rdb.call(&scripts().repair, &refs(&args)).await?;
     if reply.int(0)? != 1 {
         return Ok(None);
     }
@@ -66,9 +66,9 @@ pub(crate) async fn repair(
 /// index, or with none compares `cseg` and `cwin`; `(placed, removed)`.
 ///
 /// `ARGV` `-`, then id, seg pairs. Reply `{ 1, placed, removed }`.
-pub(crate) async fn cold_repair(queue: &Queue, pairs: Vec<Vec<u8>>) -> Result<(u64, u64), Error> {
+pub(crate) async fn cold_repair(rdb: &Rdb, pairs: Vec<Vec<u8>>) -> Result<(u64, u64), Error> {
     let mut args = vec![b"-".to_vec()];
     args.extend(pairs);
-    let reply = queue.call(&scripts().cold_repair, &refs(&args)).await?;
+    let reply = rdb.call(&scripts().cold_repair, &refs(&args)).await?;
     Ok((reply.int(1)?.max(0) as u64, reply.int(2)?.max(0) as u64))
 }

@@ -3,8 +3,8 @@
 use super::Reply;
 use super::{num, refs};
 use crate::error::Error;
-use crate::queue::Queue;
-use crate::scripts::scripts;
+use super::Rdb;
+use crate::rdb::scripts::scripts;
 use crate::when::When;
 
 /// A job to schedule: id, payload, due time.
@@ -14,8 +14,8 @@ pub(crate) type NewJob<'a> = (&'a str, &'a [u8], When);
 /// ([`ConnectOptions::retry_schedules_for`](crate::ConnectOptions::retry_schedules_for),
 /// plus a second for the trip): what makes a resend exact (schedule.lua). `None` on a
 /// queue that sends each call once.
-pub(crate) fn resend_token(queue: &Queue) -> Option<(String, String)> {
-    let limit = queue.schedule_retry();
+pub(crate) fn resend_token(rdb: &Rdb) -> Option<(String, String)> {
+    let limit = rdb.schedule_retry();
     (!limit.is_zero()).then(|| {
         let window = limit.as_millis().saturating_add(1000);
         (crate::random::random_hex(), window.to_string())
@@ -39,13 +39,13 @@ impl AsRef<[Vec<u8>]> for ScheduleCall {
 }
 
 impl ScheduleCall {
-    /// The call that adds `jobs` with `queue`'s max attempts, under resend `token`.
+    /// The call that adds `jobs`, each with `max_attempts`, under resend `token`.
     pub(crate) fn new(
-        queue: &Queue,
+        max_attempts: u32,
         jobs: &[NewJob<'_>],
         token: Option<&(String, String)>,
     ) -> ScheduleCall {
-        let attempts = num(queue.max_attempts());
+        let attempts = num(max_attempts);
         let mut args = Vec::with_capacity(3 + 4 * jobs.len());
         args.push(num(jobs.len()));
         for (id, payload, when) in jobs {
@@ -75,14 +75,14 @@ impl ScheduleCall {
 
 /// Runs one [`ScheduleCall`], with `WAIT` if the queue waits for replicas: whether each
 /// job was added, in order.
-pub(crate) async fn schedule(queue: &Queue, call: &ScheduleCall) -> Result<Vec<bool>, Error> {
-    let reply = if queue.waits_for_replicas() {
-        let mut replies = queue
+pub(crate) async fn schedule(rdb: &Rdb, call: &ScheduleCall) -> Result<Vec<bool>, Error> {
+    let reply = if rdb.waits_for_replicas() {
+        let mut replies = rdb
             .call_replicated(&scripts().schedule, std::slice::from_ref(call), true)
             .await?;
         replies.remove(0)
     } else {
-        queue.call(&scripts().schedule, &refs(&call.args)).await?
+        rdb.call(&scripts().schedule, &refs(&call.args)).await?
     };
     call.added(&reply)
 }
@@ -90,15 +90,15 @@ pub(crate) async fn schedule(queue: &Queue, call: &ScheduleCall) -> Result<Vec<b
 /// Runs `calls` in one pipeline (then `WAIT` if the queue waits for replicas): whether
 /// each job of each call was added, in order.
 pub(crate) async fn schedule_pipelined(
-    queue: &Queue,
+    rdb: &Rdb,
     calls: &[ScheduleCall],
 ) -> Result<Vec<bool>, Error> {
-    let replies = if queue.waits_for_replicas() {
-        queue
+    let replies = if rdb.waits_for_replicas() {
+        rdb
             .call_replicated(&scripts().schedule, calls, true)
             .await?
     } else {
-        queue.call_many(&scripts().schedule, calls).await?
+        rdb.call_many(&scripts().schedule, calls).await?
     };
     let mut added = Vec::new();
     for (call, reply) in calls.iter().zip(&replies) {
@@ -110,15 +110,15 @@ pub(crate) async fn schedule_pipelined(
 /// `cancel.lua`: removes jobs wherever they are.
 ///
 /// `ARGV` ids. Reply: per id, 1 removed, 0 none. Answers whether each existed.
-pub(crate) async fn cancel(queue: &Queue, ids: &[&str]) -> Result<Vec<bool>, Error> {
+pub(crate) async fn cancel(rdb: &Rdb, ids: &[&str]) -> Result<Vec<bool>, Error> {
     let args: Vec<&[u8]> = ids.iter().map(|id| id.as_bytes()).collect();
-    let reply = queue.call(&scripts().cancel, &args).await?;
+    let reply = rdb.call(&scripts().cancel, &args).await?;
     cancelled(&reply, ids.len())
 }
 
 /// [`cancel`] for several calls in one pipeline, one per chunk of `calls`.
 pub(crate) async fn cancel_pipelined(
-    queue: &Queue,
+    rdb: &Rdb,
     calls: &[Vec<&str>],
 ) -> Result<Vec<bool>, Error> {
     let args: Vec<Vec<Vec<u8>>> = calls
@@ -126,7 +126,7 @@ pub(crate) async fn cancel_pipelined(
         .map(|ids| ids.iter().map(|id| id.as_bytes().to_vec()).collect())
         .collect();
     let mut removed = Vec::new();
-    let replies = queue.call_many(&scripts().cancel, &args).await?;
+    let replies = rdb.call_many(&scripts().cancel, &args).await?;
     for (ids, reply) in calls.iter().zip(&replies) {
         removed.extend(cancelled(reply, ids.len())?);
     }
@@ -151,8 +151,8 @@ pub(crate) enum Rescheduled {
 ///
 /// `ARGV` id, when. Reply `{ now, 1 }` moved, `{ now, 0 }` not waiting,
 /// `{ now, 2, seg, window }` cold (moved by cold_thaw.lua).
-pub(crate) async fn reschedule(queue: &Queue, id: &str, when: &str) -> Result<Rescheduled, Error> {
-    let reply = queue
+pub(crate) async fn reschedule(rdb: &Rdb, id: &str, when: &str) -> Result<Rescheduled, Error> {
+    let reply = rdb
         .call(&scripts().reschedule, &[id.as_bytes(), when.as_bytes()])
         .await?;
     Ok(match reply.int(1)? {
@@ -170,8 +170,8 @@ pub(crate) async fn reschedule(queue: &Queue, id: &str, when: &str) -> Result<Re
 /// record that cannot be read (quarantined).
 ///
 /// `ARGV` ids. Reply: per id 1, 0 or -1.
-pub(crate) async fn retry_dead(queue: &Queue, ids: &[&[u8]]) -> Result<Vec<Option<bool>>, Error> {
-    let reply = queue.call(&scripts().retry_dead, ids).await?;
+pub(crate) async fn retry_dead(rdb: &Rdb, ids: &[&[u8]]) -> Result<Vec<Option<bool>>, Error> {
+    let reply = rdb.call(&scripts().retry_dead, ids).await?;
     (0..ids.len())
         .map(|i| {
             reply.int(i).map(|n| match n {

@@ -18,7 +18,7 @@
 //! forward declaration of the lib functions share line 1 with the script's first line,
 //! so a script's lines keep their numbers in Redis's errors (`user_script:40` is line 40
 //! of the `.lua` file), and a line of a lib file is told apart by its number and named
-//! `lib/<file>.lua:<line>` in our [`Error`](super::Error) (see [`Script::locate`]). The
+//! `lib/<file>.lua:<line>` in our [`Error`](crate::Error) (see [`Script::locate`]). The
 //! script's body is the function `main`, whose upvalues are the names it uses from the
 //! lib and the header (Lua 5.1 allows 60; tick.lua, the largest, uses about 35), so the
 //! lib can come after it: its `function name(...)` lines assign the locals declared on
@@ -48,7 +48,7 @@
 //! string, function call and command reply counts, and a helper with one caller is
 //! better folded into it.
 
-use super::contract::{lua_header, script_keys, Key};
+use crate::contract::{lua_header, script_keys, Key};
 use std::sync::OnceLock;
 
 /// One script of the queue, put together as the module docs say.
@@ -134,6 +134,12 @@ impl Script {
             Some((first, file)) => format!("{file}:{}", line - first + 1),
             None => format!("{}.lua:end", self.name),
         }
+    }
+
+    /// The [`Error`](crate::Error) of a call of this script that failed with `err`,
+    /// about `key` (see `Error::script`).
+    pub(crate) fn error(&self, key: &str, err: redis::RedisError) -> crate::Error {
+        crate::Error::script(key, self.name, |message| self.relabel(message), err)
     }
 
     /// `message` (an error from Redis about this script) with each `user_script:<n>`
@@ -477,7 +483,7 @@ mod tests {
             .invoke_async::<redis::Value>(&mut conn)
             .await
             .unwrap_err();
-        crate::Error::script("meta", script, err).to_string()
+        script.error("meta", err).to_string()
     }
 
     #[tokio::test]
@@ -535,7 +541,7 @@ mod tests {
             "one bucket"
         );
         let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
-        let removed = crate::rdb::schedule::cancel(&queue, &ids).await.unwrap();
+        let removed = crate::rdb::schedule::cancel(queue.rdb(), &ids).await.unwrap();
         assert_eq!(removed.len(), ids.len());
         for (removed, id) in removed.iter().zip(&ids) {
             assert!(removed, "{id}");

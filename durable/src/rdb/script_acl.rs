@@ -101,7 +101,7 @@ fn quoted_words(code: &str) -> BTreeSet<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scripts::{FILES, LIB_FILES};
+    use crate::rdb::scripts::{FILES, LIB_FILES};
 
     /// The scripts' quoted upper-case words are commands (checked) or options, as Redis
     /// itself tells them apart: a command missing from [`COMMANDS`] would go unchecked,
@@ -171,7 +171,7 @@ mod tests {
         let mut conns = std::collections::HashMap::new();
         let mut wrong = Vec::new();
         let mut refusals = 0;
-        let scripts = crate::scripts::scripts().all();
+        let scripts = crate::rdb::scripts::scripts().all();
         assert_eq!(scripts.len(), FILES.len());
         for script in scripts {
             let commands = checked(&script.source);

@@ -6,7 +6,7 @@
 //! or certificate that does not parse is named in the error, never quoted (a certificate
 //! passed in the key's place may be the key, and a parser's message may quote a line).
 
-use super::error::Error;
+use crate::error::Error;
 use redis::{ClientTlsConfig, TlsCertificates};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};

@@ -9,8 +9,8 @@
 //! long after the user was back. So a call answered so starts a new manager in the
 //! background, once at a time, and the calls after it use that one when it connects.
 
-use super::connection::ping_error;
-use super::error::Error;
+use super::connect::ping_error;
+use crate::error::Error;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::{Cmd, Pipeline, RedisError, RedisFuture, RedisResult, Value};
 use std::sync::atomic::{AtomicBool, Ordering};

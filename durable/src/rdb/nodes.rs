@@ -3,7 +3,7 @@
 //! connections of their own to the master that owns the queue's slot, looked up again
 //! whenever they fail (a failover, a migrated slot).
 
-use super::error::away;
+use crate::error::away;
 use redis::cluster_async::ClusterConnection;
 use redis::{ConnectionAddr, ConnectionInfo, TlsCertificates, Value};
 use std::time::Duration;

@@ -9,20 +9,19 @@
 //! crate's async cluster connection, which follows `MOVED` and `ASK` and refreshes its map
 //! of slots. The dedicated connections are made in `nodes.rs`.
 
-use super::error::{plain, Error};
 pub(crate) use super::nodes::Nodes;
-use super::queue::Queue;
-use super::rdb::Reply;
-use super::redact::{redact, scrub};
-use super::scripts::Script;
+use super::link::{check_queue_name, Rdb};
 use super::single::Single;
 use super::tls::{self, ClientIdentity};
+use crate::contract::{self, queue_of_meta, Key, META_PATTERN};
+use crate::error::{plain, Error};
+use crate::redact::{redact, scrub};
 use redis::aio::ConnectionLike;
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, ConnectionAddr, ConnectionInfo, IntoConnectionInfo, Pipeline, RedisFuture};
 use redis::{TlsCertificates, Value};
 use std::fmt;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How to reach Redis: one server or a cluster, which CA to trust over TLS, which client
 /// certificate to present, and whether writes wait for replicas. [`Queue::connect`](super::Queue::connect) is
@@ -66,7 +65,7 @@ const CLUSTER_SCHEDULE_RETRY: Duration = Duration::from_secs(10);
 /// The pause between two tries of a schedule while the queue's master is away: about
 /// what a promotion's news takes to reach the client (its slot map is refreshed on the
 /// `MOVED` or refused connect that ended the try before).
-const SCHEDULE_RETRY_PAUSE: Duration = Duration::from_millis(50);
+pub(super) const SCHEDULE_RETRY_PAUSE: Duration = Duration::from_millis(50);
 
 impl fmt::Debug for ConnectOptions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -216,16 +215,28 @@ impl ConnectOptions {
         self
     }
 
-    /// Connects and opens the queue `name`: see [`Queue::connect`](super::Queue::connect).
-    ///
-    /// # Errors
-    ///
-    /// As [`Queue::connect`](super::Queue::connect); [`Error::is_invalid_url`] also for
-    /// a cluster without seeds or with seeds of different users or schemes, and for TLS
-    /// options that do not parse (a CA or client certificate that is not PEM, a client
-    /// key that is no PEM private key) or are given with a `redis://` URL.
-    pub async fn connect(&self, name: &str) -> Result<super::Queue, Error> {
-        super::Queue::connect_with(self, name).await
+    /// Connects and opens the queue `name`'s keys (checking their types and the user's
+    /// rights): what [`Queue::connect`](crate::Queue::connect) holds.
+    pub(crate) async fn open_queue(&self, name: &str) -> Result<Rdb, Error> {
+        check_queue_name(name)?;
+        let (conn, waits, nodes) = self.open().await?;
+        let prefix = contract::prefix(name);
+        let rdb = Rdb {
+            conn,
+            waits,
+            nodes,
+            url: self.shown_url(),
+            name: name.to_string(),
+            keys: Key::ALL
+                .iter()
+                .map(|key| format!("{prefix}{}", key.suffix()))
+                .collect(),
+            prefix,
+            replicas: self.replicas,
+            schedule_retry: self.schedule_retry,
+        };
+        rdb.check_keys().await?;
+        Ok(rdb)
     }
 
     /// The first seed, redacted: what errors and `Queue::url` show.
@@ -233,14 +244,6 @@ impl ConnectOptions {
         self.seeds
             .first()
             .map_or_else(String::new, |url| redact(url))
-    }
-
-    pub(crate) fn replicas(&self) -> Option<(u32, Duration)> {
-        self.replicas
-    }
-
-    pub(crate) fn schedule_retry(&self) -> Duration {
-        self.schedule_retry
     }
 
     /// The shared connection, and what makes dedicated ones.
@@ -286,7 +289,7 @@ impl ConnectOptions {
             .get_multiplexed_async_connection_with_config(&config)
             .await
             .map_err(|err| Error::connect(url, err))?;
-        super::peek::scan_queue_names(&mut conn).await
+        scan_queue_names(&mut conn).await
     }
 
     /// Connects: the queue's shared connection, the one of the calls that `WAIT` (with
@@ -437,117 +440,6 @@ impl ConnectionLike for Conn {
     }
 }
 
-impl Queue {
-    /// Whether writes wait for replicas ([`ConnectOptions::wait_for_replicas`]).
-    pub(crate) fn waits_for_replicas(&self) -> bool {
-        self.replicas().is_some()
-    }
-
-    /// Runs `calls` of `script` in one pipeline followed by `WAIT` for the replicas asked
-    /// for in [`ConnectOptions::wait_for_replicas`] (none: no `WAIT`), on the connection
-    /// kept for them. One pipeline is one connection, so the `WAIT` covers these writes; on
-    /// a cluster it is routed with them, by their key, to the queue's master. Sent once
-    /// more if `retry` and the connection turns out closed; loads the script if Redis does
-    /// not know it.
-    ///
-    /// # Errors
-    ///
-    /// As [`call_many`](Queue::call_many), and [`Error::is_replication`] when fewer
-    /// replicas acknowledged than asked (the writes were made on the master).
-    pub(crate) async fn call_replicated<C: AsRef<[Vec<u8>]>>(
-        &self,
-        script: &Script,
-        calls: &[C],
-        retry: bool,
-    ) -> Result<Vec<Reply>, Error> {
-        let meta = self.meta_key();
-        let mut pipe = redis::pipe();
-        for args in calls {
-            self.add_call(&mut pipe, script, args.as_ref());
-        }
-        if let Some((replicas, timeout)) = self.replicas() {
-            let ms = u64::try_from(timeout.as_millis())
-                .unwrap_or(u64::MAX)
-                .max(1);
-            pipe.cmd("WAIT").arg(replicas).arg(ms);
-        }
-        let conn = || self.waits_conn().unwrap_or_else(|| self.conn());
-        let mut conn_now = conn();
-        let mut result: redis::RedisResult<Vec<Value>> = pipe.query_async(&mut conn_now).await;
-        if matches!(&result, Err(err) if send_again(retry, err)) {
-            conn_now = conn();
-            result = pipe.query_async(&mut conn_now).await;
-        }
-        if matches!(&result, Err(err) if err.kind() == redis::ErrorKind::NoScriptError) {
-            script
-                .script
-                .prepare_invoke()
-                .load_async(&mut conn_now)
-                .await
-                .map_err(|err| Error::script(meta, script, err))?;
-            result = pipe.query_async(&mut conn_now).await;
-        }
-        let mut values = result.map_err(|err| Error::script(meta, script, err))?;
-        if let Some((replicas, _)) = self.replicas() {
-            let acked = match values.pop() {
-                Some(Value::Int(acked)) => acked,
-                other => {
-                    return Err(Error::garbage(
-                        meta,
-                        format!("WAIT answered {other:?}, not a number"),
-                    ))
-                }
-            };
-            if acked < i64::from(replicas) {
-                return Err(Error::replication(meta, script.name, acked, replicas));
-            }
-        }
-        values
-            .into_iter()
-            .map(|value| Reply::new(value, meta, script.name))
-            .collect()
-    }
-}
-
-impl Queue {
-    /// Runs `schedule` (one or more schedules: idempotent on their ids) again while it
-    /// fails because the queue's master is away, until the queue's retry limit has passed
-    /// since `started` (see [`ConnectOptions::retry_schedules_for`]); a try still running
-    /// then is given up (its schedules may have been stored: sending them again is safe).
-    pub(crate) async fn schedule_through_failover<T, F>(
-        &self,
-        started: Instant,
-        mut schedule: impl FnMut() -> F,
-    ) -> Result<T, Error>
-    where
-        F: std::future::Future<Output = Result<T, Error>>,
-    {
-        let limit = self.schedule_retry();
-        if limit.is_zero() {
-            return schedule().await;
-        }
-        loop {
-            let left = limit.saturating_sub(started.elapsed());
-            let result = match tickless::timeout(left, schedule()).await {
-                Ok(result) => result,
-                Err(_) => {
-                    let err = redis::RedisError::from((
-                        redis::ErrorKind::IoError,
-                        "no answer within the schedule's retry limit",
-                    ));
-                    return Err(Error::redis(self.meta_key(), "schedule", err));
-                }
-            };
-            match result {
-                Err(err) if err.is_away() && started.elapsed() + SCHEDULE_RETRY_PAUSE < limit => {
-                    tickless::sleep(SCHEDULE_RETRY_PAUSE).await;
-                }
-                result => return result,
-            }
-        }
-    }
-}
-
 /// Whether `err` says the connection was closed under the call (a broken pipe, a reset):
 /// the connection manager starts a new connection, so the call may be sent again at once.
 pub(crate) fn closed(err: &redis::RedisError) -> bool {
@@ -560,4 +452,34 @@ pub(crate) fn closed(err: &redis::RedisError) -> bool {
 /// refused: the attempt before was made while Redis was down; the new one may not be).
 pub(crate) fn send_again(idempotent: bool, err: &redis::RedisError) -> bool {
     err.is_connection_refusal() || (idempotent && closed(err))
+}
+
+/// `SCAN` for every queue's meta key on the server `conn` reaches; the names, sorted.
+pub(crate) async fn scan_queue_names(
+    conn: &mut redis::aio::MultiplexedConnection,
+) -> Result<Vec<String>, Error> {
+    let mut names = Vec::new();
+    let mut cursor: u64 = 0;
+    loop {
+        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(META_PATTERN)
+            .arg("COUNT")
+            .arg(1000)
+            .query_async(conn)
+            .await
+            .map_err(|err| Error::redis(META_PATTERN, "SCAN", err))?;
+        names.extend(
+            keys.iter()
+                .filter_map(|key| queue_of_meta(key).map(str::to_string)),
+        );
+        if next == 0 {
+            break;
+        }
+        cursor = next;
+    }
+    names.sort();
+    names.dedup();
+    Ok(names)
 }
