@@ -1,6 +1,6 @@
 //! The one error type of [`crate`].
 
-use super::redact::{redact, scrub};
+use crate::redact::{redact, scrub};
 use std::fmt;
 
 /// What went wrong in a call to Redis-backed jobs: an opaque error with `is_*` predicates.
@@ -263,23 +263,23 @@ impl Error {
 
     /// A command failed after connecting: the connection dropped (Redis restarting, say)
     /// or the server answered with an error. Retrying later is the usual answer; the
-    /// background loops of [`Leader`](super::Leader) and [`Worker`](super::Worker) do.
+    /// background loops of [`Leader`](crate::Leader) and [`Worker`](crate::Worker) do.
     pub fn is_redis(&self) -> bool {
         self.kind == Kind::Redis
     }
 
-    /// A payload was larger than [`MAX_PAYLOAD_BYTES`](super::MAX_PAYLOAD_BYTES).
+    /// A payload was larger than [`MAX_PAYLOAD_BYTES`](crate::MAX_PAYLOAD_BYTES).
     pub fn is_payload_too_large(&self) -> bool {
         self.kind == Kind::PayloadTooLarge
     }
 
-    /// A job id was empty or longer than [`MAX_ID_BYTES`](super::MAX_ID_BYTES).
+    /// A job id was empty or longer than [`MAX_ID_BYTES`](crate::MAX_ID_BYTES).
     pub fn is_invalid_id(&self) -> bool {
         self.kind == Kind::InvalidId
     }
 
     /// A recurring schedule was refused: a cron expression that does not parse or never
-    /// matches, an unknown time zone, a zero period (see [`Queue::cron`](super::Queue::cron)).
+    /// matches, an unknown time zone, a zero period (see [`Queue::cron`](crate::Queue::cron)).
     pub fn is_invalid_schedule(&self) -> bool {
         self.kind == Kind::InvalidSchedule
     }
@@ -290,7 +290,7 @@ impl Error {
     }
 
     /// The Redis user lacks a permission the queue needs (a key, its channel, a command):
-    /// found by [`Queue::connect`](super::Queue::connect) before anything is stored, or by
+    /// found by [`Queue::connect`](crate::Queue::connect) before anything is stored, or by
     /// the first call that needs it. The message names what was refused.
     pub fn is_permission(&self) -> bool {
         self.kind == Kind::Permission
@@ -303,7 +303,7 @@ impl Error {
         self.kind == Kind::Garbage
     }
 
-    /// With [`ConnectOptions::wait_for_replicas`](super::ConnectOptions::wait_for_replicas):
+    /// With [`ConnectOptions::wait_for_replicas`](crate::ConnectOptions::wait_for_replicas):
     /// the write was made on the master, but fewer replicas than asked had it when the
     /// timeout ended. The job is stored; it may be lost if the master dies now.
     pub fn is_replication(&self) -> bool {

@@ -209,56 +209,45 @@
 #![warn(missing_debug_implementations, rust_2018_idioms)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-mod backoff;
-#[cfg(feature = "cold")]
 mod cold;
-mod cold_view;
 mod contract;
 #[cfg(feature = "dashboard")]
 #[cfg_attr(docsrs, doc(cfg(feature = "dashboard")))]
 pub mod dashboard;
 mod error;
-mod inspect;
-mod job;
 mod leader;
-mod leader_handle;
-mod merge;
-mod peek;
 mod queue;
+mod read;
 mod random;
 mod rdb;
-mod recur;
 mod redact;
-mod repair;
 mod reply;
 mod retry;
-mod stats;
 mod trace;
 mod when;
 mod worker;
-mod worker_run;
 
-pub use backoff::Backoff;
+pub use worker::backoff::Backoff;
 #[cfg(feature = "cold")]
 #[cfg_attr(docsrs, doc(cfg(feature = "cold")))]
 pub use cold::ColdTier;
-pub use cold_view::ColdWindow;
+pub use cold::ColdWindow;
 pub use rdb::{ConnectOptions, MAX_QUEUE_NAME_BYTES};
 pub use error::Error;
 pub use leader::{Leader, LeaderOptions};
-pub use leader_handle::{LeaderHandle, LeaderStats};
+pub use leader::handle::{LeaderHandle, LeaderStats};
 /// The `object_store` crate the cold tier is built with: its stores and builders
 /// (`object_store::aws::AmazonS3Builder` with feature `s3`) for [`ColdTier::new`] and
 /// [`ColdTier::s3`], without a dependency (and a version to match) of your own.
 #[cfg(feature = "cold")]
 #[cfg_attr(docsrs, doc(cfg(feature = "cold")))]
 pub use object_store;
-pub use peek::{queue_names, Counters, DueBucket};
+pub use read::counts::{queue_names, Counters, DueBucket};
 pub use queue::{Queue, MAX_ID_BYTES, MAX_PAYLOAD_BYTES};
-pub use recur::{Recurrence, ScheduleInfo};
-pub use repair::Repaired;
+pub use queue::recur::{Recurrence, ScheduleInfo};
+pub use queue::repair::Repaired;
 pub use reply::{JobInfo, JobState};
-pub use stats::Stats;
+pub use read::stats::Stats;
 pub use when::{CatchUp, When};
 // README.md's examples are doc tests too: the quick start runs against the Redis in
 // `REDIS_URL` (scripts/test.sh starts one), the others compile (one needs `dashboard`,
@@ -267,6 +256,6 @@ pub use when::{CatchUp, When};
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
 
-pub use job::{Failed, Job};
+pub use worker::job::{Failed, Job};
 pub use worker::{Worker, WorkerOptions};
-pub use worker_run::Stopped;
+pub use worker::run::Stopped;

@@ -1,8 +1,8 @@
 //! The records the scripts keep, as the crate shows them (a script's answer is read in
-//! [`rdb`](super::rdb)).
+//! [`rdb`](crate::rdb)).
 
-use super::contract::system_time;
-use super::error::Error;
+use crate::contract::system_time;
+use crate::error::Error;
 use std::time::SystemTime;
 
 /// Where a job is.
@@ -53,7 +53,7 @@ pub enum JobState {
     Cold,
 }
 
-/// What the queue holds for one job (see [`Queue::job`](super::Queue::job)).
+/// What the queue holds for one job (see [`Queue::job`](crate::Queue::job)).
 ///
 /// # Examples
 ///

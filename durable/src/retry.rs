@@ -12,7 +12,7 @@
 //! (`connection::connect_single`): a call that finds it broken makes one, so these loops
 //! set the pace for it too.
 
-use super::error::Error;
+use crate::error::Error;
 use std::time::Duration;
 
 /// The pause between tries while Redis is away: at most 10 tries a second per loop.

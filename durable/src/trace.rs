@@ -5,7 +5,7 @@
 //! moved jobs), `deliver`, `ack` (debug), `retry` and `dead` (warn), leader `acquired` and
 //! `lost` (info), a leader's `not working` (warn: its first failed round, then every 30 s
 //! while they fail) and `working again` (info), a worker's `stopping` and `stopped` (info,
-//! with what its stop did). Each handler run by [`Worker::run`](super::Worker::run) is in a span
+//! with what its stop did). Each handler run by [`Worker::run`](crate::Worker::run) is in a span
 //! `job` with the queue, id and attempt, so the handler's own events carry them.
 
 /// `event!(level, fields..., "message")`: a `tracing` event under the feature, else
@@ -24,7 +24,7 @@ pub(crate) use event;
 #[cfg(feature = "tracing")]
 pub(crate) fn in_job_span<F: std::future::Future>(
     queue: &str,
-    job: &super::Job,
+    job: &crate::Job,
     work: F,
 ) -> tracing::instrument::Instrumented<F> {
     use tracing::Instrument;
@@ -39,6 +39,6 @@ pub(crate) fn in_job_span<F: std::future::Future>(
 
 /// The handler's future as it is (without the feature).
 #[cfg(not(feature = "tracing"))]
-pub(crate) fn in_job_span<F: std::future::Future>(_: &str, _: &super::Job, work: F) -> F {
+pub(crate) fn in_job_span<F: std::future::Future>(_: &str, _: &crate::Job, work: F) -> F {
     work
 }

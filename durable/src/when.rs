@@ -1,13 +1,13 @@
 //! [`When`] a job is due, and [`CatchUp`]: what a recurring schedule does about the
 //! occurrences it missed.
 
-use super::contract::{unix_ms_ceil, MAX_DUE_MS};
+use crate::contract::{unix_ms_ceil, MAX_DUE_MS};
 use std::time::{Duration, SystemTime};
 
 /// When a job is due: at a time, or after a delay from now on the queue's clock.
 ///
 /// `From<SystemTime>` and `From<Duration>` make either one an argument of
-/// [`Queue::schedule`](super::Queue::schedule) as it is. A job is never due earlier than
+/// [`Queue::schedule`](crate::Queue::schedule) as it is. A job is never due earlier than
 /// asked: a time is rounded up to the millisecond; a delay is counted from Redis `TIME`
 /// to the microsecond, then rounded up.
 ///

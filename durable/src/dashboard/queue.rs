@@ -428,7 +428,7 @@ mod tests {
     #[test]
     fn no_leader_warns_only_when_jobs_are_due() {
         let now = UNIX_EPOCH + Duration::from_secs(10);
-        let mut stats = crate::stats::build("m", 3, 0, 0, 0, &[], (10, 0)).unwrap();
+        let mut stats = crate::read::stats::build("m", 3, 0, 0, 0, &[], (10, 0)).unwrap();
         assert_eq!(stats.now, now);
         let later = [bucket(Some(0), 11_000, 1024, 2)];
         assert!(no_leader(&stats, &later).0.is_empty(), "none due yet");

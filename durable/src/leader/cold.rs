@@ -32,7 +32,7 @@ pub(super) struct ColdRun {
 /// own: its token fences what it would still write, the next sweep deletes its object).
 /// A pass running as a task: what it did, and how it ended.
 #[cfg(feature = "cold")]
-type PassTask = tokio::task::JoinHandle<(crate::cold::Pass, Result<(), Error>)>;
+type PassTask = tokio::task::JoinHandle<(crate::cold::pass::Pass, Result<(), Error>)>;
 
 #[cfg(feature = "cold")]
 impl Drop for ColdRun {
@@ -78,7 +78,7 @@ impl Leader {
                 task.abort();
             }
             let started = Instant::now();
-            let (pass, result) = crate::cold::pass(&self.queue, &tier, token, true).await;
+            let (pass, result) = crate::cold::pass::pass(self.queue.rdb(), &tier, token, true).await;
             self.cold_done(token, Some(started), pass, result.is_ok());
             result?;
         }
@@ -144,7 +144,7 @@ impl Leader {
         self.cold.task = Some((
             token,
             sweep.then_some(now),
-            tokio::spawn(async move { crate::cold::pass(&queue, &tier, token, sweep).await }),
+            tokio::spawn(async move { crate::cold::pass::pass(queue.rdb(), &tier, token, sweep).await }),
         ));
     }
 
@@ -155,7 +155,7 @@ impl Leader {
         &mut self,
         token: u64,
         swept_at: Option<Instant>,
-        pass: crate::cold::Pass,
+        pass: crate::cold::pass::Pass,
         whole: bool,
     ) {
         if pass.fenced {

@@ -1,11 +1,9 @@
 //! The cold tier's scripts: `cold_take`, `cold_commit`, `cold_load`, `cold_retire` (the
 //! leader's moves, fenced by its token, a decimal string), `cold_find`, `cold_thaw`.
 
-#[cfg(feature = "cold")]
-use super::num;
+use super::scripts::scripts;
+use super::{num, Rdb};
 use crate::error::Error;
-use super::Rdb;
-use crate::rdb::scripts::scripts;
 
 /// What one [`take`] read.
 #[cfg(feature = "cold")]
@@ -150,7 +148,6 @@ pub(crate) async fn find(rdb: &Rdb, id: &str) -> Result<Option<(u64, u64)>, Erro
 /// names `seg` for it.
 ///
 /// `ARGV` id, seg, record, when. Reply `{ now, moved }`.
-#[cfg(feature = "cold")]
 pub(crate) async fn thaw(
     rdb: &Rdb,
     id: &str,
@@ -166,4 +163,17 @@ pub(crate) async fn thaw(
         )
         .await?;
     Ok(reply.int(1)? == 1)
+}
+
+#[cfg(feature = "cold")]
+/// The deployment id in the queue's object paths (meta's `cdep`), once a leader's first
+/// take has set it.
+pub(crate) async fn deployment(rdb: &Rdb) -> Result<Option<String>, Error> {
+    let meta = rdb.meta_key();
+    redis::cmd("HGET")
+        .arg(meta)
+        .arg("cdep")
+        .query_async(&mut rdb.conn())
+        .await
+        .map_err(|err| Error::redis(meta, "HGET", err))
 }

@@ -1,11 +1,11 @@
 //! Looking at a queue: one job, the dead set, counts, the clock (and the manual clock
 //! that tests set).
 
-use super::contract::{ms_ceil, staged_member, unix_ms_ceil, Key, MAX_BATCH, MAX_DUE_MS};
-use super::error::Error;
-use super::queue::{check_id, Queue};
-use super::rdb::schedule;
-use super::reply;
+use crate::contract::{ms_ceil, staged_member, unix_ms_ceil, Key, MAX_BATCH, MAX_DUE_MS};
+use crate::error::Error;
+use crate::queue::{check_id, Queue};
+use crate::rdb::schedule;
+use crate::reply;
 use redis::AsyncCommands;
 use std::time::{Duration, SystemTime};
 
@@ -102,7 +102,7 @@ impl Queue {
     /// # Errors
     ///
     /// [`Error::is_redis`], [`Error::is_garbage`].
-    pub async fn dead(&self, offset: usize, limit: usize) -> Result<Vec<super::JobInfo>, Error> {
+    pub async fn dead(&self, offset: usize, limit: usize) -> Result<Vec<crate::JobInfo>, Error> {
         let limit = limit.min(MAX_BATCH);
         if limit == 0 {
             return Ok(Vec::new());
@@ -143,9 +143,9 @@ impl Queue {
                 Ok(None) => {}
                 // Quarantined by a leader or worker: its record is not ours. It is listed
                 // with the error that names it (and can be cancelled).
-                Err(err) if err.is_garbage() => out.push(super::JobInfo {
+                Err(err) if err.is_garbage() => out.push(crate::JobInfo {
                     id,
-                    state: super::JobState::Dead,
+                    state: crate::JobState::Dead,
                     due: std::time::UNIX_EPOCH,
                     attempts: 0,
                     max_attempts: 0,
@@ -166,7 +166,7 @@ impl Queue {
     ///
     /// [`Error::is_invalid_id`], [`Error::is_redis`], [`Error::is_garbage`] when the record
     /// is not ours.
-    pub async fn job(&self, id: &str) -> Result<Option<super::JobInfo>, Error> {
+    pub async fn job(&self, id: &str) -> Result<Option<crate::JobInfo>, Error> {
         check_id(id)?;
         let (jobs, errors) = (self.rdb().key(Key::Jobs), self.rdb().key(Key::Errors));
         // The record, its last error, its staged and in-flight scores, meta's `cold`.
@@ -189,7 +189,7 @@ impl Queue {
         let Some(record) = record else {
             // The cold index is looked at once the queue has had a cold tier.
             return match cold {
-                Some(_) => self.cold_job(id).await,
+                Some(_) => crate::cold::view::job(self.rdb(), self.cold_tier(), id).await,
                 None => Ok(None),
             };
         };
@@ -202,7 +202,7 @@ impl Queue {
     /// # Errors
     ///
     /// [`Error::is_redis`], [`Error::is_garbage`].
-    pub async fn stats(&self) -> Result<super::Stats, Error> {
+    pub async fn stats(&self) -> Result<crate::Stats, Error> {
         let meta = self.rdb().meta_key();
         type Counts = (
             u64,
@@ -230,9 +230,9 @@ impl Queue {
             .query_async(&mut self.rdb().conn())
             .await
             .map_err(|err| Error::redis(meta, "stats", err))?;
-        let mut stats = super::stats::build(meta, jobs, ready, flight, dead, &fields, time)?;
+        let mut stats = crate::read::stats::build(meta, jobs, ready, flight, dead, &fields, time)?;
         for (_, segment) in &segments {
-            let (_, left, _) = super::cold_view::parse_segment(segment).ok_or_else(|| {
+            let (_, left, _) = crate::cold::view::parse_segment(segment).ok_or_else(|| {
                 Error::garbage(
                     self.rdb().key(Key::ColdSegs),
                     format!("value {segment:?} is not a segment's"),
@@ -262,7 +262,7 @@ impl Queue {
     /// # Examples
     ///
     /// A test that a reminder an hour away is delivered after an hour, in no time, with
-    /// the leader stepped by hand ([`Leader::step`](super::Leader::step)):
+    /// the leader stepped by hand ([`Leader::step`](crate::Leader::step)):
     ///
     /// ```no_run
     /// use std::time::{Duration, UNIX_EPOCH};

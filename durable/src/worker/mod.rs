@@ -16,12 +16,16 @@
 //! ([`give_back`](Worker::give_back)): they are ready again at once, not at their lease
 //! end. [`Worker::run`] and [`Worker::run_until`] are in `worker_run.rs`.
 
-use super::backoff::Backoff;
-use super::contract::{Key, MAX_BATCH};
-use super::error::Error;
-use super::job::{job, Failed, Job};
-use super::queue::Queue;
-use super::rdb::deliver as rdb;
+pub(crate) mod backoff;
+pub(crate) mod job;
+pub(crate) mod run;
+
+use crate::worker::backoff::Backoff;
+use crate::contract::{Key, MAX_BATCH};
+use crate::error::Error;
+use crate::worker::job::{job, Failed, Job};
+use crate::queue::Queue;
+use crate::rdb::deliver as rdb;
 use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
@@ -192,7 +196,7 @@ impl Worker {
             false,
         )
         .await?;
-        super::trace::event!(
+        crate::trace::event!(
             warn,
             queue = self.queue.name(),
             id = job.id(),
@@ -268,7 +272,7 @@ impl Worker {
     ) -> Result<usize, Error> {
         let given = rdb::give_back(self.queue.rdb(), deliveries).await?;
         if given > 0 {
-            super::trace::event!(debug, queue = self.queue.name(), given, "given back");
+            crate::trace::event!(debug, queue = self.queue.name(), given, "given back");
         }
         Ok(given)
     }
@@ -301,7 +305,7 @@ impl Worker {
                 Err((id, delivery)) => self.quarantine(&id, delivery).await,
             }
         }
-        super::trace::event!(
+        crate::trace::event!(
             debug,
             queue = self.queue.name(),
             acked,
@@ -324,7 +328,7 @@ impl Worker {
         );
         match rdb::fail(self.queue.rdb(), id, delivery, 0, &error, true).await {
             Ok(_) => {
-                super::trace::event!(
+                crate::trace::event!(
                     warn,
                     queue = self.queue.name(),
                     id = %shown,

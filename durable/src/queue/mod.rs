@@ -1,5 +1,9 @@
 //! [`Queue`]: a handle to one queue's keys, for scheduling, cancelling and looking.
 
+pub(crate) mod merge;
+pub(crate) mod recur;
+pub(crate) mod repair;
+
 use crate::error::Error;
 use crate::rdb::schedule::{self, Rescheduled};
 use crate::rdb::{ConnectOptions, Rdb};
@@ -58,10 +62,9 @@ struct Inner {
     max_attempts: u32,
     catch_up: CatchUp,
     /// Concurrent single schedules, merged (merge.rs).
-    merger: crate::merge::Merger,
+    merger: crate::queue::merge::Merger,
     /// Where far jobs go (cold.rs): the leader moves and loads them, `reschedule` and
-    /// `job` read a cold job's record from it.
-    #[cfg(feature = "cold")]
+    /// `job` read a cold job's record from it (none without feature `cold`).
     cold: Option<crate::cold::ColdTier>,
 }
 
@@ -122,7 +125,6 @@ impl Queue {
                 max_attempts: 5,
                 catch_up: CatchUp::default(),
                 merger: Default::default(),
-                #[cfg(feature = "cold")]
                 cold: None,
             }),
         };
@@ -156,7 +158,6 @@ impl Queue {
             max_attempts: inner.max_attempts,
             catch_up: inner.catch_up,
             merger: Default::default(),
-            #[cfg(feature = "cold")]
             cold: inner.cold.clone(),
         };
         change(&mut new);
@@ -171,7 +172,6 @@ impl Queue {
     }
 
     /// The queue's cold tier, if it has one (see `with_cold_tier`).
-    #[cfg(feature = "cold")]
     pub(crate) fn cold_tier(&self) -> Option<&crate::cold::ColdTier> {
         self.inner.cold.as_ref()
     }
@@ -200,7 +200,7 @@ impl Queue {
         &self.inner.rdb
     }
 
-    pub(crate) fn merger(&self) -> &crate::merge::Merger {
+    pub(crate) fn merger(&self) -> &crate::queue::merge::Merger {
         &self.inner.merger
     }
 
@@ -258,7 +258,7 @@ impl Queue {
     ) -> Result<bool, Error> {
         let payload = payload.as_ref();
         check_job(id, payload)?;
-        crate::merge::schedule(self, id, payload, when.into()).await
+        crate::queue::merge::schedule(self, id, payload, when.into()).await
     }
 
     /// Schedules many jobs: 128 per script call, calls pipelined 32 at a time. Returns,
@@ -330,7 +330,7 @@ impl Queue {
     ///
     /// Cancelling a job in flight does not stop its handler; that delivery's ack then
     /// finds nothing to complete. Acks match a delivery by its number
-    /// ([`Job::delivery`](super::Job::delivery)), so even if the id is scheduled again
+    /// ([`Job::delivery`](crate::Job::delivery)), so even if the id is scheduled again
     /// and delivered before the old handler acks, the old ack completes nothing.
     ///
     /// # Errors
@@ -405,7 +405,7 @@ impl Queue {
                 Rescheduled::NotWaiting => return Ok(false),
                 Rescheduled::Cold { seg, window } => (seg, window),
             };
-            if self.thaw(id, seg, window, &when).await? {
+            if crate::cold::view::thaw(self.rdb(), self.cold_tier(), id, seg, window, &when).await? {
                 return Ok(true);
             }
         }
@@ -453,5 +453,30 @@ impl ConnectOptions {
     /// key) or are given with a `redis://` URL.
     pub async fn connect(&self, name: &str) -> Result<Queue, Error> {
         Queue::connect_with(self, name).await
+    }
+}
+
+#[cfg(feature = "cold")]
+impl Queue {
+    /// The same queue with a cold tier: its leader moves jobs due beyond the tier's
+    /// horizon out of Redis into the tier's store, and loads them back before they are
+    /// due; [`reschedule`](Queue::reschedule) and [`job`](Queue::job) read a cold job
+    /// from the store. Every leader of the queue needs the tier (a leader without one
+    /// moves and loads nothing, so cold jobs would wait for one that has it); schedulers
+    /// and workers do not.
+    pub fn with_cold_tier(&self, tier: crate::ColdTier) -> Queue {
+        self.with_cold(Some(tier))
+    }
+}
+
+impl Queue {
+    /// The queue's cold windows, earliest first (empty for a queue without a cold tier):
+    /// what the store holds, as Redis counts it.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::is_redis`], [`Error::is_garbage`].
+    pub async fn cold_windows(&self) -> Result<Vec<crate::ColdWindow>, Error> {
+        crate::cold::view::windows(self.rdb()).await
     }
 }

@@ -14,12 +14,12 @@
 //! near is replaced within `busy_lease` plus a few milliseconds, and an idle queue costs
 //! one renewal per 30 s and one look per candidate per 30 s.
 
-use super::contract::MAX_BATCH;
-use super::error::Error;
-use super::leader_handle::{stats, LeaderHandle, LeaderStats, Shared};
-use super::queue::Queue;
-use super::rdb::lead as rdb;
-use super::retry::Retry;
+use crate::contract::MAX_BATCH;
+use crate::error::Error;
+use crate::leader::handle::{stats, LeaderHandle, LeaderStats, Shared};
+use crate::queue::Queue;
+use crate::rdb::lead as rdb;
+use crate::retry::Retry;
 use futures_core::Stream;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
@@ -32,6 +32,7 @@ use tokio::time::Instant;
 // The cold tier's share of the leader: its passes, and a leader without one noticing cold
 // jobs it cannot load.
 mod cold;
+pub(crate) mod handle;
 #[cfg(feature = "cold")]
 use cold::ColdRun;
 
@@ -78,7 +79,7 @@ pub struct LeaderOptions {
 impl Default for LeaderOptions {
     fn default() -> LeaderOptions {
         LeaderOptions {
-            busy_lease: Duration::from_millis(super::contract::DEFAULT_BUSY_LEASE_MS),
+            busy_lease: Duration::from_millis(crate::contract::DEFAULT_BUSY_LEASE_MS),
             idle_lease: Duration::from_secs(60),
             batch: 1000,
             name: None,
@@ -241,7 +242,7 @@ impl Leader {
                     self.queue.leader_failing(failing, &message).await;
                     if failing == 1 || last_warned.elapsed() >= WARN_EVERY {
                         last_warned = Instant::now();
-                        super::trace::event!(
+                        crate::trace::event!(
                             warn,
                             queue = self.queue.name(),
                             failing,
@@ -296,7 +297,7 @@ impl Leader {
                 self.queue.leader_failing(0, "").await;
             }
             if failed > 0 {
-                super::trace::event!(info, queue = self.queue.name(), failed, "working again");
+                crate::trace::event!(info, queue = self.queue.name(), failed, "working again");
             }
             let deadline = match self.role {
                 Role::Candidate { retry_at } => retry_at,
@@ -473,7 +474,7 @@ impl Leader {
             self.shared.token.store(token, Ordering::Relaxed);
             self.shared.leading.store(true, Ordering::Relaxed);
             self.shared.leaderships.fetch_add(1, Ordering::Relaxed);
-            super::trace::event!(info, queue = self.queue.name(), token, "acquired");
+            crate::trace::event!(info, queue = self.queue.name(), token, "acquired");
             self.repair_in_background(token);
             self.role = Role::Leading {
                 token,
@@ -496,14 +497,14 @@ impl Leader {
     fn repair_in_background(&self, token: u64) {
         let (queue, shared) = (self.queue.clone(), Arc::clone(&self.shared));
         tokio::spawn(async move {
-            if let Err(err) = super::repair::run(&queue, Some(token)).await {
+            if let Err(err) = crate::queue::repair::run(&queue, Some(token)).await {
                 shared.counted(&err);
             }
         });
     }
 
     fn lose(&mut self) {
-        super::trace::event!(info, queue = self.queue.name(), "lost");
+        crate::trace::event!(info, queue = self.queue.name(), "lost");
         self.shared.leading.store(false, Ordering::Relaxed);
         self.role = Role::Candidate {
             retry_at: Instant::now(),
@@ -592,7 +593,7 @@ impl Leader {
                 self.shared
                     .promoted
                     .fetch_add(promoted as u64, Ordering::Relaxed);
-                super::trace::event!(debug, queue = self.queue.name(), promoted, "promote");
+                crate::trace::event!(debug, queue = self.queue.name(), promoted, "promote");
             }
             let map = ClockMap {
                 local,
@@ -624,7 +625,7 @@ impl Leader {
             }
             // Cron schedules running low on known occurrences get more (fenced); some
             // may be due at once, so the leader ticks again when any gained.
-            let refilled = flags & 2 == 2 && super::recur::refill(&self.queue, token, now).await?;
+            let refilled = flags & 2 == 2 && crate::queue::recur::refill(&self.queue, token, now).await?;
             if !more && !refilled {
                 return Ok(());
             }

@@ -32,10 +32,10 @@
 //! A leader's pass carries its fencing token: once the leadership ends, its next page
 //! changes nothing and the pass stops.
 
-use super::contract::Key;
-use super::error::Error;
-use super::queue::Queue;
-use super::rdb::repair as rdb;
+use crate::contract::Key;
+use crate::error::Error;
+use crate::queue::Queue;
+use crate::rdb::repair as rdb;
 use std::collections::{HashMap, HashSet};
 
 /// Entries per page read and per script call.

@@ -1,11 +1,11 @@
 //! [`Job`]: one delivery of a job, as a worker's claim answered it; and [`Failed`]: what
 //! became of a failed one.
 
-use super::contract::system_time;
-pub use super::rdb::deliver::Failed;
-use super::rdb::deliver::Delivered;
+use crate::contract::system_time;
+pub use crate::rdb::deliver::Failed;
+use crate::rdb::deliver::Delivered;
 #[cfg(doc)]
-use super::Worker;
+use crate::Worker;
 use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
 

@@ -1,7 +1,7 @@
-//! What a running [`Leader`](super::Leader) shares with its handle: whether it leads,
+//! What a running [`Leader`](crate::Leader) shares with its handle: whether it leads,
 //! its counts and its promotion lags.
 
-use super::error::Error;
+use crate::error::Error;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
@@ -159,7 +159,7 @@ pub struct LeaderStats {
     /// the leader works. A leader that cannot do its work (a grant missing, garbage in a
     /// key, Redis away) counts up here, warns (`tracing`, at its first failure and then
     /// every 30 s), and says so in the queue's meta for the dashboard and `/metrics`
-    /// ([`Counters::leader_failing`](super::Counters::leader_failing)).
+    /// ([`Counters::leader_failing`](crate::Counters::leader_failing)).
     pub failing: u64,
     /// Jobs it moved out of Redis into the queue's cold tier (see `ColdTier`).
     pub cold_moved: u64,
@@ -167,9 +167,9 @@ pub struct LeaderStats {
     pub cold_loaded: u64,
 }
 
-/// A running [`Leader`](super::Leader): see what it does, stop it.
+/// A running [`Leader`](crate::Leader): see what it does, stop it.
 ///
-/// Made by [`Leader::spawn`](super::Leader::spawn). Dropping it ends the task without
+/// Made by [`Leader::spawn`](crate::Leader::spawn). Dropping it ends the task without
 /// releasing the lease (candidates take over when the lease ends, as after a crash);
 /// [`stop`](LeaderHandle::stop) steps down at once.
 ///

@@ -11,12 +11,12 @@
 //! level whose bucket starts after the horizon, near times are seen finely (1 s, then
 //! 65 s) and far ones coarsely (70 min, 75 h, ...): fine where it matters.
 
-use super::contract::{
+use crate::contract::{
     level_width_ms, parse_bucket_member, system_time, Key, BUCKET_MEMBER,
     STAGED_MEMBER, W0_MS,
 };
-use super::error::Error;
-use super::queue::Queue;
+use crate::error::Error;
+use crate::queue::Queue;
 use std::time::{Duration, SystemTime};
 
 /// Most `due` members read by one [`Queue::due_buckets`].
@@ -274,7 +274,7 @@ pub struct Counters {
     /// never hold a password).
     pub last_script_error: Option<String>,
     /// Rounds a leader (or candidate) of this queue has failed in a row, as it last said
-    /// (0: none is failing); see [`LeaderStats::failing`](super::LeaderStats::failing).
+    /// (0: none is failing); see [`LeaderStats::failing`](crate::LeaderStats::failing).
     pub leader_failing: u64,
     /// Why, as that leader saw it.
     pub leader_error: Option<String>,
@@ -377,7 +377,7 @@ impl Queue {
     /// Says in meta that this queue's leader (or candidate) has failed `rounds` rounds in
     /// a row, the last with `message`; `rounds` 0 removes it. Best effort, as `report`:
     /// a user who may not `HSET` leaves nothing here (the process's own
-    /// [`LeaderStats::failing`](super::LeaderStats::failing) and warning still say it).
+    /// [`LeaderStats::failing`](crate::LeaderStats::failing) and warning still say it).
     pub(crate) async fn leader_failing(&self, rounds: u64, message: &str) {
         let mut conn = self.rdb().conn();
         let meta = self.rdb().meta_key();
@@ -409,7 +409,7 @@ impl Queue {
     // `role` only names the warning, which exists with the feature.
     #[cfg_attr(not(feature = "tracing"), allow(unused_variables))]
     pub(crate) async fn report(&self, role: &'static str, err: &Error) {
-        super::trace::event!(warn, queue = self.name(), role, error = %err, "call failed");
+        crate::trace::event!(warn, queue = self.name(), role, error = %err, "call failed");
         if !err.is_script_failure() {
             return;
         }
@@ -436,7 +436,7 @@ const LEADER_ERROR: &str = "leader_error";
 /// key, found with `SCAN` (a queue gets its meta key at its first schedule, or when a
 /// leader first runs on it). For tools such as `tickless-durable queues` and `serve`;
 /// sorted. With TLS options (a CA, a client
-/// certificate), use [`ConnectOptions::queue_names`](super::ConnectOptions::queue_names).
+/// certificate), use [`ConnectOptions::queue_names`](crate::ConnectOptions::queue_names).
 ///
 /// # Examples
 ///
@@ -458,6 +458,6 @@ const LEADER_ERROR: &str = "leader_error";
 ///
 /// [`Error::is_invalid_url`], [`Error::is_connect`], [`Error::is_redis`].
 pub async fn queue_names(url: &str) -> Result<Vec<String>, Error> {
-    super::ConnectOptions::new(url).queue_names().await
+    crate::ConnectOptions::new(url).queue_names().await
 }
 

@@ -1,10 +1,10 @@
 //! [`Stats`]: counts of a queue's jobs, its leader, its promotion lag.
 
-use super::contract::system_time;
-use super::error::Error;
+use crate::contract::system_time;
+use crate::error::Error;
 use std::time::{Duration, SystemTime};
 
-/// A look at one queue, from [`Queue::stats`](super::Queue::stats).
+/// A look at one queue, from [`Queue::stats`](crate::Queue::stats).
 ///
 /// The counts come from one pipeline of reads, not one atomic snapshot. `ready` counts
 /// entries of the ready list, which may include a few stale ones of jobs cancelled while
@@ -43,7 +43,7 @@ pub struct Stats {
     /// Jobs that failed their last attempt.
     pub dead: u64,
     /// Jobs kept in the queue's cold tier (its store), not in Redis memory: see
-    /// `ColdTier` and [`Queue::cold_windows`](super::Queue::cold_windows).
+    /// `ColdTier` and [`Queue::cold_windows`](crate::Queue::cold_windows).
     pub cold: u64,
     /// The current leader's name, if its lease is live.
     pub leader: Option<String>,

@@ -33,16 +33,16 @@
 //! behind. An `After` delay counts from the call: the time it waited is taken off
 //! (`durable_merge.rs`'s `merged_schedules_are_due_their_own_delay_after_their_own_call`).
 
-use super::queue::Queue;
-use super::rdb::schedule::{self as rdb, resend_token, ScheduleCall};
-use super::when::When;
-use super::Error;
+use crate::queue::Queue;
+use crate::rdb::schedule::{self as rdb, resend_token, ScheduleCall};
+use crate::when::When;
+use crate::Error;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
 use tokio::sync::oneshot;
 
 /// The most jobs one merged call carries: [`Queue::schedule_batch`]'s per call.
-pub(crate) const MAX_MERGED: usize = super::queue::SCHEDULE_CHUNK;
+pub(crate) const MAX_MERGED: usize = crate::queue::SCHEDULE_CHUNK;
 
 /// One queue's merging state (see the module docs).
 #[derive(Default)]
@@ -262,7 +262,7 @@ async fn send(queue: &Queue, jobs: &[(&str, &[u8], When)]) -> Result<Vec<bool>, 
         .await?;
     #[cfg(feature = "tracing")]
     for ((id, _, _), added) in jobs.iter().zip(&added) {
-        super::trace::event!(debug, queue = queue.name(), id, added, "schedule");
+        crate::trace::event!(debug, queue = queue.name(), id, added, "schedule");
     }
     Ok(added)
 }

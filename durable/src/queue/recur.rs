@@ -2,11 +2,11 @@
 //! [`Queue::schedules`], and the leader's refill of cron occurrences (see the module
 //! docs, "Recurring jobs", for the design).
 
-use super::contract::{system_time, Key, MAX_DUE_MS};
-use super::error::Error;
-use super::queue::{check_id, Queue, MAX_ID_BYTES, MAX_PAYLOAD_BYTES};
-use super::rdb::recur as rdb;
-use super::when::CatchUp;
+use crate::contract::{system_time, Key, MAX_DUE_MS};
+use crate::error::Error;
+use crate::queue::{check_id, Queue, MAX_ID_BYTES, MAX_PAYLOAD_BYTES};
+use crate::rdb::recur as rdb;
+use crate::when::CatchUp;
 use chrono::TimeZone as _;
 use std::collections::HashMap;
 use std::str::FromStr as _;
@@ -268,7 +268,7 @@ impl Queue {
     ) -> Result<bool, Error> {
         let payload = payload.as_ref();
         check_schedule(id, payload)?;
-        let ms = super::contract::ms_ceil(period);
+        let ms = crate::contract::ms_ceil(period);
         if ms == 0 || ms >= MAX_DUE_MS / 2 {
             return Err(Error::invalid_schedule(
                 id,
@@ -323,7 +323,7 @@ impl Queue {
         let payload = payload.as_ref();
         check_schedule(id, payload)?;
         let spec = CronSpec::parse(id, expression, zone)?;
-        let now = super::contract::unix_ms_ceil(self.now().await?);
+        let now = crate::contract::unix_ms_ceil(self.now().await?);
         let times = spec.after(now, FILL);
         if times.is_empty() {
             return Err(Error::invalid_schedule(

@@ -10,12 +10,12 @@
 //! counted); the last acks are sent. Without a stop, a worker's deliveries wait out
 //! their lease (30 s by default) and come back only if a leader runs.
 
-use super::error::{away, Error};
-use super::job::Job;
-use super::retry::Retry;
-use super::worker::{Wait, Worker};
+use crate::error::{away, Error};
+use crate::worker::job::Job;
+use crate::retry::Retry;
+use crate::worker::{Wait, Worker};
 #[cfg(doc)]
-use super::WorkerOptions;
+use crate::WorkerOptions;
 use std::collections::HashMap;
 use std::fmt::Display;
 use std::future::Future;
@@ -354,7 +354,7 @@ impl Worker {
     /// The stop has come: its deadline.
     fn stopping(&self, books: &mut Books) -> Instant {
         books.stopping = true;
-        super::trace::event!(
+        crate::trace::event!(
             info,
             queue = self.queue.name(),
             running = books.running.len(),
@@ -405,7 +405,7 @@ impl Worker {
             }
         }
         let stopped = books.stopped;
-        super::trace::event!(
+        crate::trace::event!(
             info,
             queue = self.queue.name(),
             cancelled = stopped.cancelled,
@@ -435,7 +435,7 @@ where
     F: Future<Output = Result<(), E>> + Send + 'static,
     E: Display + Send + 'static,
 {
-    let work = tokio::spawn(super::trace::in_job_span(queue, &job, handler(job.clone())));
+    let work = tokio::spawn(crate::trace::in_job_span(queue, &job, handler(job.clone())));
     let abort = work.abort_handle();
     tokio::spawn(async move {
         let outcome = match work.await {

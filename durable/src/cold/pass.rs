@@ -1,0 +1,332 @@
+//! The leader's pass over the tier: sweep the store's orphans, move far jobs out, load
+//! near ones back (see the module above for the promises).
+
+use super::segment::{decode, encode, Jobs};
+use super::tier::ColdTier;
+use crate::contract::{self, Key, MAX_BATCH};
+use crate::error::Error;
+use crate::rdb::cold as rdb;
+use crate::rdb::Rdb;
+
+/// Jobs per `cold_commit.lua` or `cold_load.lua` call: a call holds Redis for about 10 ms
+/// (BENCHMARKS.md, "The cold tier").
+pub(crate) const CALL_JOBS: usize = 2_000;
+
+/// Jobs per segment at most (one `cold_take.lua` call).
+const SEGMENT_JOBS: usize = MAX_BATCH;
+
+/// What one pass of the leader did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Pass {
+    /// Jobs moved out of Redis into the store.
+    pub(crate) moved: u64,
+    /// Jobs loaded back into the wheel.
+    pub(crate) loaded: u64,
+    /// Segments retired (loaded whole and deleted).
+    pub(crate) retired: u64,
+    /// Objects deleted that no segment of Redis named (a move cut short, a retire whose
+    /// delete did not happen).
+    pub(crate) swept: u64,
+    /// The token was refused: another leadership holds the queue.
+    pub(crate) fenced: bool,
+}
+
+/// One pass of the leader holding `token`: with `sweep_first` (a new leadership's first
+/// pass, or the first a [`ColdTier::sweep_every`] after its last sweep), the store's
+/// orphans first; then every move due; then every load due. What it
+/// did, whether or not it ended in an error (a load that failed at one segment has still
+/// loaded the others).
+pub(crate) async fn pass(
+    rdb: &Rdb,
+    tier: &ColdTier,
+    token: u64,
+    sweep_first: bool,
+) -> (Pass, Result<(), Error>) {
+    let mut done = Pass::default();
+    let result = run_pass(rdb, tier, token, sweep_first, &mut done).await;
+    (done, result)
+}
+
+async fn run_pass(
+    rdb: &Rdb,
+    tier: &ColdTier,
+    token: u64,
+    sweep_first: bool,
+    done: &mut Pass,
+) -> Result<(), Error> {
+    if sweep_first {
+        done.swept = sweep(rdb, tier).await?;
+    }
+    let token = token.to_string();
+    let Some((now, dep)) = move_out(rdb, tier, &token, done).await? else {
+        done.fenced = true;
+        return Ok(());
+    };
+    if !load_in(rdb, tier, &token, &dep, now, done).await? {
+        done.fenced = true;
+    }
+    Ok(())
+}
+
+/// Moves every job due beyond the horizon into segments; the queue's clock (ms) as the
+/// last take read it and the queue's deployment id (meta's `cdep`, which the first take
+/// sets), or `None` if the token was refused.
+async fn move_out(
+    rdb: &Rdb,
+    tier: &ColdTier,
+    token: &str,
+    done: &mut Pass,
+) -> Result<Option<(u64, String)>, Error> {
+    let horizon = contract::ms_ceil(tier.horizon);
+    let window = contract::ms_ceil(tier.window).max(1);
+    // A candidate: the first take of the queue's first move keeps it (meta's `cdep`).
+    let fresh_dep = crate::random::random_hex();
+    let mut filling = Filling::default();
+    let mut dep: String;
+    let now = loop {
+        let Some(rdb::Taken {
+            now,
+            dep: taken_dep,
+            jobs: taken_jobs,
+        }) = rdb::take(rdb, token, horizon, window, SEGMENT_JOBS, &fresh_dep).await?
+        else {
+            return Ok(None);
+        };
+        dep = taken_dep;
+        let (taken, mut fresh) = (taken_jobs.len(), 0);
+        for (window, id, rec) in taken_jobs {
+            fresh += usize::from(filling.add(window, id, rec));
+        }
+        while let Some((window, jobs)) = filling.next(false) {
+            if !write_segment(rdb, tier, token, &dep, window, &jobs, done).await? {
+                return Ok(None);
+            }
+        }
+        // A take of fewer than asked found every far job; one of nothing new met only
+        // jobs held here already (they stay in the wheel until their segment is in).
+        if taken < SEGMENT_JOBS || fresh == 0 {
+            break now;
+        }
+    };
+    while let Some((window, jobs)) = filling.next(true) {
+        if !write_segment(rdb, tier, token, &dep, window, &jobs, done).await? {
+            return Ok(None);
+        }
+    }
+    Ok(Some((now, dep)))
+}
+
+/// Jobs taken but not yet in a segment, by window. A take meets several windows (a
+/// bucket of the wheel can span days of them), so a window's segment is filled across
+/// the takes of a pass rather than cut at every take.
+#[derive(Default)]
+struct Filling {
+    windows: std::collections::BTreeMap<u64, Jobs>,
+    held: std::collections::HashSet<Vec<u8>>,
+}
+
+/// The most jobs a pass holds before it writes its largest window's segment, full or
+/// not (~10 MB of 236-byte records).
+const MAX_HELD: usize = 4 * SEGMENT_JOBS;
+
+impl Filling {
+    /// Adds a taken job; `false` if it is held already (a take samples the wheel, where
+    /// a held job still is).
+    fn add(&mut self, window: u64, id: Vec<u8>, record: Vec<u8>) -> bool {
+        if !self.held.insert(id.clone()) {
+            return false;
+        }
+        self.windows.entry(window).or_default().push((id, record));
+        true
+    }
+
+    /// The next segment to write: a full one; or, with `all` or when more than
+    /// [`MAX_HELD`] jobs are held, the largest window's jobs.
+    fn next(&mut self, all: bool) -> Option<(u64, Jobs)> {
+        let (&window, jobs) = self.windows.iter_mut().max_by_key(|(_, jobs)| jobs.len())?;
+        let jobs = if jobs.len() >= SEGMENT_JOBS {
+            jobs.split_off(jobs.len() - SEGMENT_JOBS)
+        } else if all || self.held.len() > MAX_HELD {
+            std::mem::take(jobs)
+        } else {
+            return None;
+        };
+        if self.windows.get(&window).is_some_and(Vec::is_empty) {
+            self.windows.remove(&window);
+        }
+        for (id, _) in &jobs {
+            self.held.remove(id);
+        }
+        Some((window, jobs))
+    }
+}
+
+/// Numbers a new segment (meta's `cseq`) and writes and commits it (see
+/// [`commit_segment`]); `false` if the token was refused. A stale leader's number is
+/// simply never used: numbers only need to be unique.
+async fn write_segment(
+    rdb: &Rdb,
+    tier: &ColdTier,
+    token: &str,
+    dep: &str,
+    window: u64,
+    jobs: &[(Vec<u8>, Vec<u8>)],
+    done: &mut Pass,
+) -> Result<bool, Error> {
+    let meta = rdb.meta_key();
+    let seg: u64 = redis::cmd("HINCRBY")
+        .arg(meta)
+        .arg("cseq")
+        .arg(1)
+        .query_async(&mut rdb.conn())
+        .await
+        .map_err(|err| Error::redis(meta, "HINCRBY", err))?;
+    match commit_segment(rdb, tier, token, dep, seg, window, jobs).await? {
+        Some(moved) => {
+            done.moved += moved;
+            Ok(true)
+        }
+        None => Ok(false),
+    }
+}
+
+/// Writes segment `seg` and commits it; the jobs moved, or `None` if the token was
+/// refused. A segment none of whose jobs moved is deleted again.
+async fn commit_segment(
+    rdb: &Rdb,
+    tier: &ColdTier,
+    token: &str,
+    dep: &str,
+    seg: u64,
+    window: u64,
+    jobs: &[(Vec<u8>, Vec<u8>)],
+) -> Result<Option<u64>, Error> {
+    let path = tier.segment_path(rdb.name(), dep, window, seg);
+    let bytes = encode(jobs);
+    let size = bytes.len();
+    tier.put(&path, bytes).await?;
+    let mut moved = 0;
+    for chunk in jobs.chunks(CALL_JOBS) {
+        let Some(n) = rdb::commit(rdb, token, seg, window, size, chunk).await? else {
+            return Ok(None);
+        };
+        moved += n;
+    }
+    if moved == 0 {
+        tier.delete(&path).await?;
+    }
+    Ok(Some(moved))
+}
+
+/// Loads every segment whose window starts within the lead of `now`; `false` if the
+/// token was refused. A segment that cannot be read (the store failing, an object lost
+/// or damaged) does not hold up the others: each is tried, and the first such error is
+/// returned once they all were (the leader counts it, and tries that one again at its
+/// next pass).
+async fn load_in(
+    rdb: &Rdb,
+    tier: &ColdTier,
+    token: &str,
+    dep: &str,
+    now: u64,
+    done: &mut Pass,
+) -> Result<bool, Error> {
+    let until = now.saturating_add(contract::ms_ceil(tier.lead()));
+    let key = rdb.key(Key::ColdWindows);
+    // Every segment due (their count is windows x segments per window: hundreds, not
+    // millions), so that one that fails is not met again at the head of each page.
+    let due: Vec<(String, f64)> = redis::cmd("ZRANGEBYSCORE")
+        .arg(key)
+        .arg("-inf")
+        .arg(until)
+        .arg("WITHSCORES")
+        .query_async(&mut rdb.conn())
+        .await
+        .map_err(|err| Error::redis(key, "ZRANGEBYSCORE", err))?;
+    let mut failed = None;
+    for (seg, window) in due {
+        let (Ok(seg_no), window) = (seg.parse::<u64>(), window.max(0.0) as u64) else {
+            return Err(Error::garbage(
+                key,
+                format!("member {seg:?} is not a segment number"),
+            ));
+        };
+        match load_segment(rdb, tier, token, dep, seg_no, window, done).await {
+            Ok(true) => {}
+            Ok(false) => return Ok(false),
+            Err(err) if err.is_store() => {
+                failed.get_or_insert(err);
+            }
+            Err(err) => return Err(err),
+        }
+    }
+    match failed {
+        Some(err) => Err(err),
+        None => Ok(true),
+    }
+}
+
+async fn load_segment(
+    rdb: &Rdb,
+    tier: &ColdTier,
+    token: &str,
+    dep: &str,
+    seg: u64,
+    window: u64,
+    done: &mut Pass,
+) -> Result<bool, Error> {
+    let path = tier.segment_path(rdb.name(), dep, window, seg);
+    let jobs = decode(&tier.get(&path).await?, path.as_ref())?;
+    for chunk in jobs.chunks(CALL_JOBS) {
+        let Some(loaded) = rdb::load(rdb, token, seg, chunk).await? else {
+            return Ok(false);
+        };
+        done.loaded += loaded;
+    }
+    let Some(left) = rdb::retire(rdb, token, seg).await? else {
+        return Ok(false);
+    };
+    tier.delete(&path).await?;
+    done.retired += 1;
+    if left > 0 {
+        // Entries naming ids the segment does not hold: only a hand-made change can do
+        // that. `repair` finds them (index entries with no segment).
+        return Err(Error::garbage(
+            rdb.key(Key::ColdSegs),
+            format!("segment {seg} was loaded whole, yet {left} index entries still named it"),
+        ));
+    }
+    Ok(true)
+}
+
+/// Deletes the objects of this deployment's part of the store that no segment of Redis
+/// names; how many. Run first in a pass (a new leadership's first, then one every
+/// [`ColdTier::sweep_every`]), before its moves, so no move of this leader's own is
+/// between its PUT and its commit; an older leadership's commit would be refused by its
+/// token. Another deployment's objects (another `cdep`) are never listed.
+pub(crate) async fn sweep(rdb: &Rdb, tier: &ColdTier) -> Result<u64, Error> {
+    let Some(dep) = rdb::deployment(rdb).await? else {
+        // No take has run: this deployment has written nothing.
+        return Ok(0);
+    };
+    let objects = tier.list(rdb.name(), &dep).await?;
+    if objects.is_empty() {
+        return Ok(0);
+    }
+    let key = rdb.key(Key::ColdSegs);
+    let segs: Vec<String> = objects.iter().map(|(_, seg)| seg.to_string()).collect();
+    let known: Vec<Option<String>> = redis::cmd("HMGET")
+        .arg(key)
+        .arg(&segs)
+        .query_async(&mut rdb.conn())
+        .await
+        .map_err(|err| Error::redis(key, "HMGET", err))?;
+    let mut swept = 0;
+    for ((path, _), known) in objects.iter().zip(known) {
+        if known.is_none() {
+            tier.delete(path).await?;
+            swept += 1;
+        }
+    }
+    Ok(swept)
+}
