@@ -3,7 +3,9 @@
 //! holder (driver turn, foreign thread, owner's slow path) is the log's one consumer.
 //! Checked: no expiry missed (the Dekker pair owner push/fence/load armed vs driver store
 //! armed/fence/load tail), a foreign cancel of an entry whose insert is still in the log,
-//! nothing woken twice, no entry left behind.
+//! nothing woken twice, no entry left behind, key reuse only after the cancel is applied,
+//! and the runtime's end vs a fast-path register (the second Dekker pair: push/fence/load
+//! mode vs switch mode/fence/sweep).
 
 use loom::cell::UnsafeCell;
 use loom::sync::atomic::{fence, AtomicU64, AtomicUsize, Ordering::*};
@@ -40,7 +42,16 @@ pub struct Shard {
     /// Set by the driver when it fires a key (with its wake); read by the owner's poll
     /// with no lock. Cleared by the drain that applies a new insert of the key.
     fired_bits: [loom::sync::atomic::AtomicBool; KEYS],
+    /// The driver's mode: `TOKIO`, then `STOPPED` when the runtime goes, then `FALLBACK`
+    /// when a thread takes over (`ensure_driver`).
+    mode: loom::sync::atomic::AtomicU8,
+    /// Whether `ensure_driver` started the fallback driver thread.
+    pub fallback_started: loom::sync::atomic::AtomicBool,
 }
+
+pub const TOKIO: u8 = 1;
+pub const STOPPED: u8 = 3;
+pub const FALLBACK: u8 = 4;
 
 fn do_fence() {
     #[cfg(not(feature = "no-fence"))]
@@ -62,6 +73,8 @@ impl Shard {
             armed_hint: AtomicU64::new(NONE),
             notified: AtomicU64::new(NONE),
             fired_bits: std::array::from_fn(|_| loom::sync::atomic::AtomicBool::new(false)),
+            mode: loom::sync::atomic::AtomicU8::new(TOKIO),
+            fallback_started: loom::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -118,18 +131,61 @@ impl Shard {
         if self.push(Op::Insert { key, tick }) {
             do_fence();
             if tick >= self.armed_hint.load(Relaxed) {
+                self.ensure_driver();
                 return;
             }
             let mut wheel = self.wheel.lock().unwrap();
             self.drain(&mut wheel);
             self.lower_armed(&mut wheel, tick);
+            drop(wheel);
+            self.ensure_driver();
         } else {
             let mut wheel = self.wheel.lock().unwrap();
             self.drain(&mut wheel);
             wheel.entries[key] = Some(tick);
             wheel.fired[key] = false;
             self.lower_armed(&mut wheel, tick);
+            drop(wheel);
+            self.ensure_driver();
         }
+    }
+
+    /// After a register: starts the fallback driver if the runtime has gone (today's
+    /// `Core::ensure_driver`, a load on the fast path). On the owner's fast path it comes
+    /// after the push and its fence, which is what orders it against `runtime_gone`.
+    pub fn ensure_driver(&self) {
+        if self.mode.load(Acquire) == STOPPED
+            && self
+                .mode
+                .compare_exchange(STOPPED, FALLBACK, AcqRel, Acquire)
+                .is_ok()
+        {
+            self.fallback_started.store(true, SeqCst);
+        }
+    }
+
+    /// The runtime went (today's `Core::runtime_gone`): the mode moves to `STOPPED`, then,
+    /// after the fence, the sweep (which drains) wakes every registered timer, so that its
+    /// next poll starts the fallback. Returns how many it woke.
+    pub fn runtime_gone(&self) -> usize {
+        if self
+            .mode
+            .compare_exchange(TOKIO, STOPPED, AcqRel, Acquire)
+            .is_err()
+        {
+            return 0;
+        }
+        do_fence();
+        let mut wheel = self.wheel.lock().unwrap();
+        self.drain(&mut wheel);
+        let mut woken = 0;
+        for key in 0..KEYS {
+            if wheel.entries[key].is_some() && !wheel.fired[key] {
+                wheel.wakes[key] += 1;
+                woken += 1;
+            }
+        }
+        woken
     }
 
     /// Owner: cancel `key` (registered by this owner). No notify is ever needed.
@@ -329,6 +385,28 @@ mod tests {
             shard.drain(&mut wheel);
             assert_eq!(wheel.entries[key], Some(9));
             assert!(wheel.wakes[0] <= 1 && wheel.wakes[1] == 0);
+        });
+    }
+
+    /// The runtime goes while the owner registers on the fast path (its insert maybe still
+    /// in the log): the sweep wakes the timer or the owner starts the fallback driver;
+    /// never neither (the timer would sleep on a driver that is gone).
+    #[test]
+    fn runtime_gone_vs_owner_register_wakes_or_starts_the_fallback() {
+        loom::model(|| {
+            let shard = Arc::new(Shard::new());
+            shard.owner_register(3, 2); // armed = 2: the register below takes the fast path
+            let sweep = {
+                let shard = shard.clone();
+                thread::spawn(move || shard.runtime_gone())
+            };
+            shard.owner_register(1, 9);
+            sweep.join().unwrap();
+            let wheel = shard.wheel.lock().unwrap();
+            assert!(
+                wheel.wakes[1] == 1 || shard.fallback_started.load(SeqCst),
+                "the timer sleeps on a driver that is gone"
+            );
         });
     }
 
