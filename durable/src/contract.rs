@@ -337,3 +337,11 @@ mod tests {
         }
     }
 }
+
+/// The meta field holding the message of the latest script failure a leader or worker met.
+pub(crate) const LAST_SCRIPT_ERROR: &str = "last_script_error";
+
+/// The meta fields where a leader whose rounds fail says how many failed in a row and
+/// why (removed when a round works again).
+pub(crate) const LEADER_FAILING: &str = "leader_failing";
+pub(crate) const LEADER_ERROR: &str = "leader_error";

@@ -158,7 +158,7 @@ impl Error {
         Error::new(Kind::Store, format!("cold store: {what} {path}: {why}"))
     }
 
-    /// A call merged with others (see `merge.rs`) got no answer: the task that was to
+    /// A call merged with others (see `queue/merge.rs`) got no answer: the task that was to
     /// send it ended with its runtime (a call still waiting was not sent).
     pub(crate) fn not_sent(key: &str, what: &str) -> Error {
         let mut error = Error::new(
@@ -169,7 +169,7 @@ impl Error {
         error
     }
 
-    /// The same error, for another caller of one merged call (see `merge.rs`).
+    /// The same error, for another caller of one merged call (see `queue/merge.rs`).
     pub(crate) fn duplicate(&self) -> Error {
         Error {
             kind: self.kind,
@@ -245,7 +245,10 @@ impl Error {
     pub(crate) fn is_script_failure(&self) -> bool {
         self.script_failed
     }
+}
 
+// What an error is, for callers.
+impl Error {
     /// The URL could not be parsed, or names a scheme other than `redis://`, `rediss://`
     /// (TLS) or `redis+unix://`; or a cluster's seeds were none or disagree; or the TLS
     /// options given with it do not parse (a CA or client certificate that is not PEM, a

@@ -96,7 +96,7 @@
 //!
 //! # The scripts
 //!
-//! Every change that touches more than one key is one Lua script (`src/scripts/`).
+//! Every change that touches more than one key is one Lua script (`src/rdb/scripts/`).
 //! What the Rust side and the scripts must agree on has one source, `contract.rs`: the
 //! key suffixes above, the member and bucket formats, the wheel's constants, and which
 //! keys each script declares. Every script gets every key it touches in `KEYS` (as Redis
@@ -215,11 +215,13 @@ mod contract;
 #[cfg_attr(docsrs, doc(cfg(feature = "dashboard")))]
 pub mod dashboard;
 mod error;
+#[cfg(test)]
+mod layers;
 mod leader;
 mod queue;
-mod read;
 mod random;
 mod rdb;
+mod read;
 mod redact;
 mod reply;
 mod retry;
@@ -227,28 +229,28 @@ mod trace;
 mod when;
 mod worker;
 
-pub use worker::backoff::Backoff;
 #[cfg(feature = "cold")]
 #[cfg_attr(docsrs, doc(cfg(feature = "cold")))]
 pub use cold::ColdTier;
 pub use cold::ColdWindow;
-pub use rdb::{ConnectOptions, MAX_QUEUE_NAME_BYTES};
 pub use error::Error;
-pub use leader::{Leader, LeaderOptions};
 pub use leader::handle::{LeaderHandle, LeaderStats};
+pub use leader::{Leader, LeaderOptions};
 /// The `object_store` crate the cold tier is built with: its stores and builders
 /// (`object_store::aws::AmazonS3Builder` with feature `s3`) for [`ColdTier::new`] and
 /// [`ColdTier::s3`], without a dependency (and a version to match) of your own.
 #[cfg(feature = "cold")]
 #[cfg_attr(docsrs, doc(cfg(feature = "cold")))]
 pub use object_store;
-pub use read::counts::{queue_names, Counters, DueBucket};
-pub use queue::{Queue, MAX_ID_BYTES, MAX_PAYLOAD_BYTES};
 pub use queue::recur::{Recurrence, ScheduleInfo};
 pub use queue::repair::Repaired;
-pub use reply::{JobInfo, JobState};
+pub use queue::{Queue, MAX_ID_BYTES, MAX_PAYLOAD_BYTES};
+pub use rdb::{ConnectOptions, MAX_QUEUE_NAME_BYTES};
+pub use read::counts::{queue_names, Counters, DueBucket};
 pub use read::stats::Stats;
+pub use reply::{JobInfo, JobState};
 pub use when::{CatchUp, When};
+pub use worker::backoff::Backoff;
 // README.md's examples are doc tests too: the quick start runs against the Redis in
 // `REDIS_URL` (scripts/test.sh starts one), the others compile (one needs `dashboard`,
 // one `s3`).
@@ -257,5 +259,5 @@ pub use when::{CatchUp, When};
 struct ReadmeDoctests;
 
 pub use worker::job::{Failed, Job};
-pub use worker::{Worker, WorkerOptions};
 pub use worker::run::Stopped;
+pub use worker::{Worker, WorkerOptions};

@@ -20,11 +20,12 @@ macro_rules! event {
 }
 pub(crate) use event;
 
-/// The handler's future inside a `job` span (under the feature).
+/// The handler's future inside a `job` span of job `id`'s `attempt` (under the feature).
 #[cfg(feature = "tracing")]
 pub(crate) fn in_job_span<F: std::future::Future>(
     queue: &str,
-    job: &crate::Job,
+    id: &str,
+    attempt: u32,
     work: F,
 ) -> tracing::instrument::Instrumented<F> {
     use tracing::Instrument;
@@ -32,13 +33,13 @@ pub(crate) fn in_job_span<F: std::future::Future>(
         target: "tickless_durable",
         "job",
         queue,
-        id = job.id(),
-        attempt = job.attempt()
+        id,
+        attempt
     ))
 }
 
 /// The handler's future as it is (without the feature).
 #[cfg(not(feature = "tracing"))]
-pub(crate) fn in_job_span<F: std::future::Future>(_: &str, _: &crate::Job, work: F) -> F {
+pub(crate) fn in_job_span<F: std::future::Future>(_: &str, _: &str, _: u32, work: F) -> F {
     work
 }

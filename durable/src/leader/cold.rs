@@ -78,7 +78,8 @@ impl Leader {
                 task.abort();
             }
             let started = Instant::now();
-            let (pass, result) = crate::cold::pass::pass(self.queue.rdb(), &tier, token, true).await;
+            let (pass, result) =
+                crate::cold::pass::pass(self.queue.rdb(), &tier, token, true).await;
             self.cold_done(token, Some(started), pass, result.is_ok());
             result?;
         }
@@ -144,7 +145,9 @@ impl Leader {
         self.cold.task = Some((
             token,
             sweep.then_some(now),
-            tokio::spawn(async move { crate::cold::pass::pass(queue.rdb(), &tier, token, sweep).await }),
+            tokio::spawn(
+                async move { crate::cold::pass::pass(queue.rdb(), &tier, token, sweep).await },
+            ),
         ));
     }
 

@@ -19,7 +19,6 @@ use crate::error::Error;
 use crate::leader::handle::{stats, LeaderHandle, LeaderStats, Shared};
 use crate::queue::Queue;
 use crate::rdb::lead as rdb;
-use crate::retry::Retry;
 use futures_core::Stream;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
@@ -33,6 +32,8 @@ use tokio::time::Instant;
 // jobs it cannot load.
 mod cold;
 pub(crate) mod handle;
+mod lease;
+mod session;
 #[cfg(feature = "cold")]
 use cold::ColdRun;
 
@@ -225,182 +226,6 @@ impl Leader {
         }
     }
 
-    async fn run(mut self, mut stopped: watch::Receiver<bool>) -> Result<(), Error> {
-        let mut retry = Retry::new();
-        let mut last_warned = Instant::now();
-        loop {
-            match self.session(&mut stopped, &mut retry).await {
-                Ok(()) => return Ok(()),
-                // Whatever failed (Redis away, a permission, garbage in a key, which a
-                // script meets before it writes anything), the leader goes on: an
-                // operator can repair a key or grant a permission without a restart.
-                Err(err) => {
-                    self.queue.report("leader", &err).await;
-                    let message = err.to_string();
-                    let after = retry.after(&err);
-                    let failing = self.shared.failed(err);
-                    self.queue.leader_failing(failing, &message).await;
-                    if failing == 1 || last_warned.elapsed() >= WARN_EVERY {
-                        last_warned = Instant::now();
-                        crate::trace::event!(
-                            warn,
-                            queue = self.queue.name(),
-                            failing,
-                            error = %message,
-                            "not working: its rounds fail"
-                        );
-                    }
-                    tokio::select! {
-                        _ = tickless::sleep(after) => {}
-                        _ = stopped.changed() => {}
-                    }
-                    if *stopped.borrow() {
-                        self.release().await;
-                        return Ok(());
-                    }
-                }
-            }
-        }
-    }
-
-    /// One subscription to the queue's channel: campaign or lead until it drops.
-    async fn session(
-        &mut self,
-        stopped: &mut watch::Receiver<bool>,
-        retry: &mut Retry,
-    ) -> Result<(), Error> {
-        let channel = self.queue.rdb().channel();
-        let mut pubsub = tokio::select! {
-            pubsub = self.queue.rdb().subscriber() => {
-                pubsub.map_err(|err| Error::redis(&channel, "SUBSCRIBE", err))?
-            }
-            _ = stopped.changed() => {
-                self.release().await;
-                return Ok(());
-            }
-        };
-        pubsub
-            .subscribe(&channel)
-            .await
-            .map_err(|err| Error::redis(&channel, "SUBSCRIBE", err))?;
-        let mut messages = pubsub.into_on_message();
-        self.confirm_subscription(&channel, &mut messages).await?;
-        // Whatever was published while unsubscribed is read from the keys now.
-        self.wake_now();
-        loop {
-            self.due_step().await?;
-            retry.reset();
-            let (failed, first) = self.shared.worked();
-            if failed > 0 || first {
-                // A working leader serves the queue: what a failing one (this one before,
-                // or another process) said in meta no longer holds.
-                self.queue.leader_failing(0, "").await;
-            }
-            if failed > 0 {
-                crate::trace::event!(info, queue = self.queue.name(), failed, "working again");
-            }
-            let deadline = match self.role {
-                Role::Candidate { retry_at } => retry_at,
-                Role::Leading {
-                    renew_at,
-                    next_wake,
-                    ..
-                } => renew_at.min(next_wake).min(self.cold_at()),
-            };
-            tokio::select! {
-                _ = tickless::sleep_until(deadline) => {}
-                message = next_message(&mut messages) => match message {
-                    Some(payload) => self.heard(&payload),
-                    None => return Err(Error::redis(&channel, "the subscription", redis::RedisError::from((redis::ErrorKind::IoError, "connection closed")))),
-                },
-                _ = stopped.changed() => {
-                    self.release().await;
-                    return Ok(());
-                }
-            }
-        }
-    }
-
-    /// Publishes a probe on the queue's channel and waits (at most [`CONFIRM_WAIT`]) to
-    /// hear a message on `messages`, which proves the subscription: the `redis` crate's
-    /// `subscribe` answers `Ok` even when Redis refused the `SUBSCRIBE` (a user without
-    /// `+subscribe`), and a leader that hears nothing wakes only on its own timers, late
-    /// for every job scheduled earlier than its next wake, with no error anywhere. A
-    /// message heard is taken as usual; the probe means nothing to a leader or candidate.
-    async fn confirm_subscription(
-        &mut self,
-        channel: &str,
-        messages: &mut (impl Stream<Item = redis::Msg> + Unpin),
-    ) -> Result<(), Error> {
-        let _: i64 = redis::cmd("PUBLISH")
-            .arg(channel)
-            .arg("probe")
-            .query_async(&mut self.queue.rdb().conn())
-            .await
-            .map_err(|err| Error::redis(channel, "PUBLISH", err))?;
-        tokio::select! {
-            _ = tickless::sleep(CONFIRM_WAIT) => Err(Error::permission(
-                channel,
-                "SUBSCRIBE to the queue's wake channel",
-                &format!(
-                    "its probe was not heard within {CONFIRM_WAIT:?}: a queue's user needs \
-                     +subscribe"
-                ),
-            )),
-            message = next_message(messages) => match message {
-                Some(payload) => {
-                    self.heard(&payload);
-                    Ok(())
-                }
-                None => Err(Error::redis(
-                    channel,
-                    "the subscription",
-                    redis::RedisError::from((redis::ErrorKind::IoError, "connection closed")),
-                )),
-            },
-        }
-    }
-
-    fn wake_now(&mut self) {
-        let now = Instant::now();
-        match &mut self.role {
-            Role::Candidate { retry_at } => *retry_at = now,
-            Role::Leading { next_wake, .. } => *next_wake = now,
-        }
-    }
-
-    /// A message on the channel: `<wake ms> <lease end ms>` ("-" for no wake).
-    fn heard(&mut self, payload: &str) {
-        let mut parts = payload.split(' ');
-        let wake: Option<u64> = parts.next().and_then(|w| w.parse().ok());
-        let lease_end: Option<u64> = parts.next().and_then(|e| e.parse().ok());
-        let now = Instant::now();
-        match &mut self.role {
-            Role::Candidate { retry_at } => {
-                // Any news may mean the lease ended or was shortened: look again.
-                if lease_end.is_some() {
-                    *retry_at = now.min(*retry_at);
-                }
-            }
-            Role::Leading {
-                expires,
-                renew_at,
-                next_wake,
-                ..
-            } => {
-                if wake.is_some() {
-                    // The clock map is refreshed by the tick this causes.
-                    *next_wake = now;
-                }
-                if let Some(end) = lease_end {
-                    if end < *expires {
-                        *renew_at = now;
-                    }
-                }
-            }
-        }
-    }
-
     /// One round by hand, for tests on a manual clock: takes the lease if it is free,
     /// renews it if due, and ticks (moves everything due on the queue's clock) whatever
     /// this process's timers say.
@@ -457,113 +282,6 @@ impl Leader {
     /// Whether this candidate holds the lease (as of its last call to Redis).
     pub fn is_leading(&self) -> bool {
         matches!(self.role, Role::Leading { .. })
-    }
-
-    async fn acquire(&mut self) -> Result<(), Error> {
-        // The busy lease is both the first lease and what schedulers shorten it to.
-        let ttl = self.options.busy_lease.as_millis();
-        let acquired = rdb::acquire(self.queue.rdb(), &self.name, ttl, ttl).await?;
-        let local = Instant::now();
-        let (now, expires) = (acquired.now, acquired.expires);
-        let map = ClockMap {
-            local,
-            queue_ms: now,
-        };
-        self.last_map = Some(map);
-        if let Some(token) = acquired.token {
-            self.shared.token.store(token, Ordering::Relaxed);
-            self.shared.leading.store(true, Ordering::Relaxed);
-            self.shared.leaderships.fetch_add(1, Ordering::Relaxed);
-            crate::trace::event!(info, queue = self.queue.name(), token, "acquired");
-            self.repair_in_background(token);
-            self.role = Role::Leading {
-                token,
-                expires,
-                renew_at: local + self.options.busy_lease / 2,
-                next_wake: local,
-                next_ms: Some(now),
-            };
-        } else {
-            // A millisecond after its end, so that Redis agrees it has ended.
-            self.role = Role::Candidate {
-                retry_at: map.at(expires + 1),
-            };
-        }
-        Ok(())
-    }
-
-    /// A new leadership repairs the queue (see `repair.rs`), beside its moves and fenced
-    /// by its token; an error is counted as the leader's own.
-    fn repair_in_background(&self, token: u64) {
-        let (queue, shared) = (self.queue.clone(), Arc::clone(&self.shared));
-        tokio::spawn(async move {
-            if let Err(err) = crate::queue::repair::run(&queue, Some(token)).await {
-                shared.counted(&err);
-            }
-        });
-    }
-
-    fn lose(&mut self) {
-        crate::trace::event!(info, queue = self.queue.name(), "lost");
-        self.shared.leading.store(false, Ordering::Relaxed);
-        self.role = Role::Candidate {
-            retry_at: Instant::now(),
-        };
-    }
-
-    /// The lease to ask for: as long as the quiet time ahead, within the two bounds.
-    fn lease_for(&self, now_ms: u64, next_ms: Option<u64>) -> Duration {
-        let quiet = next_ms.map_or(self.options.idle_lease, |next| {
-            Duration::from_millis(next.saturating_sub(now_ms))
-        });
-        quiet.clamp(
-            self.options.busy_lease,
-            self.options.idle_lease.max(self.options.busy_lease),
-        )
-    }
-
-    async fn renew(&mut self) -> Result<(), Error> {
-        let Role::Leading { token, next_ms, .. } = self.role else {
-            return Ok(());
-        };
-        let stats = self.stats();
-        let (now_ms, _) = self.queue_now_estimate();
-        let ttl = self.lease_for(now_ms, next_ms);
-        let lags = rdb::Lags {
-            p50_ms: stats.lag_p50_ms.unwrap_or(0),
-            p99_ms: stats.lag_p99_ms.unwrap_or(0),
-            promoted: stats.promoted,
-            sum_ms: stats.lag_sum_ms,
-        };
-        let renewed = rdb::renew(self.queue.rdb(), token, ttl.as_millis(), &lags).await?;
-        let local = Instant::now();
-        let Some((now, new_expires)) = renewed else {
-            self.lose();
-            return Ok(());
-        };
-        self.last_map = Some(ClockMap {
-            local,
-            queue_ms: now,
-        });
-        if let Role::Leading {
-            expires, renew_at, ..
-        } = &mut self.role
-        {
-            *expires = new_expires;
-            *renew_at = local + ttl / 2;
-        }
-        Ok(())
-    }
-
-    fn queue_now_estimate(&self) -> (u64, Instant) {
-        let local = Instant::now();
-        match self.last_map {
-            Some(map) => (
-                map.queue_ms + local.saturating_duration_since(map.local).as_millis() as u64,
-                local,
-            ),
-            None => (0, local),
-        }
     }
 
     async fn tick(&mut self) -> Result<(), Error> {
@@ -625,7 +343,8 @@ impl Leader {
             }
             // Cron schedules running low on known occurrences get more (fenced); some
             // may be due at once, so the leader ticks again when any gained.
-            let refilled = flags & 2 == 2 && crate::queue::recur::refill(&self.queue, token, now).await?;
+            let refilled =
+                flags & 2 == 2 && crate::queue::recur::refill(&self.queue, token, now).await?;
             if !more && !refilled {
                 return Ok(());
             }
@@ -636,13 +355,6 @@ impl Leader {
                     self.renew().await?;
                 }
             }
-        }
-    }
-
-    async fn release(&mut self) {
-        if let Role::Leading { token, .. } = self.role {
-            let _ = rdb::release(self.queue.rdb(), token).await;
-            self.lose();
         }
     }
 }

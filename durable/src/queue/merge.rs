@@ -1,37 +1,17 @@
-//! Concurrent single schedules of one queue, merged into batched script calls (issue 28).
+//! Concurrent single schedules of one queue, merged into batched script calls: a call's
+//! Redis CPU is mostly the call's own (one job ~17 µs, 128 jobs ~5 µs each; BENCHMARKS.md).
+//! What a caller sees is [`Queue::schedule`]'s to document; here, how it holds.
 //!
-//! A script call's Redis CPU is mostly the call's own, not its jobs': one `schedule` of
-//! one job costs ~17 µs of Redis CPU, of 128 jobs ~5 µs a job (BENCHMARKS.md). So
-//! [`Queue::schedule`] calls made while another is on its way are sent together:
+//! A call that finds none on its way goes at once, alone. One that finds one waits in
+//! `pending`; when the call on its way ends ([`Busy`] hands on however its caller's future
+//! ends), a driver task sends `pending` as calls of up to [`MAX_MERGED`] jobs. A batch that
+//! Redis refuses changed nothing, so its jobs go again one call each, for each caller's
+//! own answer. A caller that drops its future leaves a closed channel, which is skipped.
 //!
-//! - A call that finds none on its way goes at once, alone, as it always did: no wait is
-//!   added where there is no concurrency.
-//! - A call that finds one on its way joins `pending` and waits. When the call on its
-//!   way answers (or its caller drops it), a driver task is spawned that sends `pending`
-//!   as one `schedule.lua` call of up to [`MAX_MERGED`] jobs, hands each caller its own
-//!   answer, and goes on while calls keep coming; then the queue is idle again.
-//!
-//! Each caller keeps every meaning of a single schedule: its own `true`/`false` (an id
-//! named twice in one batch is added once, as two single calls would be), `WAIT` for
-//! replicas covering its write before it returns (the batch is one call followed by
-//! `WAIT`), and an error for its job only: a batch of several that Redis refuses
-//! changed nothing (a script changes nothing or finishes), so its jobs are sent again
-//! one call each, and each caller gets the answer for its own job.
-//!
-//! Cancel safety: a caller that drops its future while waiting leaves `pending` a closed
-//! channel, which the driver skips (that job is not sent); one dropped while its job is
-//! being sent loses only its own answer. The call on its way belongs to a caller, so
-//! [`Busy`] hands on `pending` when that caller's future ends, however it ends.
-//!
-//! # Ground rules
-//!
-//! `State` is behind one `std::sync::Mutex`, held only to push, take or flip `busy`,
-//! never across an `.await` nor while a result is sent. `busy` is true from the moment a
-//! call takes it until the driver (or the caller) finds `pending` empty under the lock:
-//! whoever sets it false has seen `pending` empty, or has taken `pending` and answers
-//! each waiter (`abandon`: a driver dropped with its runtime), so no waiter is ever left
-//! behind. An `After` delay counts from the call: the time it waited is taken off
-//! (`durable_merge.rs`'s `merged_schedules_are_due_their_own_delay_after_their_own_call`).
+//! `State` is behind one `std::sync::Mutex`, never held across an `.await` nor while an
+//! answer is sent. `busy` goes false only under the lock by whoever saw `pending` empty,
+//! or took it and answers every waiter (`abandon`: a driver dropped with its runtime), so
+//! no waiter is left behind.
 
 use crate::queue::Queue;
 use crate::rdb::schedule::{self as rdb, resend_token, ScheduleCall};
@@ -254,7 +234,11 @@ async fn drive(queue: &Queue) {
 /// One `schedule.lua` call of `jobs` (at most [`MAX_MERGED`]), with `WAIT` if the queue
 /// waits for replicas: whether each was added, in order.
 async fn send(queue: &Queue, jobs: &[(&str, &[u8], When)]) -> Result<Vec<bool>, Error> {
-    let call = ScheduleCall::new(queue.max_attempts(), jobs, resend_token(queue.rdb()).as_ref());
+    let call = ScheduleCall::new(
+        queue.max_attempts(),
+        jobs,
+        resend_token(queue.rdb()).as_ref(),
+    );
     let call = &call;
     let added = queue
         .rdb()

@@ -292,12 +292,13 @@ async fn repair_cold(queue: &Queue, done: &mut Repaired) -> Result<(), Error> {
     for first in (0..1u32 << 16).step_by(INDEX_PAGE as usize) {
         let mut pipe = redis::pipe();
         for n in first..first + INDEX_PAGE {
-            pipe.cmd("HGETALL").arg(queue.rdb().cold_index_key(n as u16));
+            pipe.cmd("HGETALL")
+                .arg(queue.rdb().cold_index_key(n as u16));
         }
-        let pages: Vec<Vec<(Vec<u8>, Vec<u8>)>> = pipe
-            .query_async(&mut queue.rdb().conn())
-            .await
-            .map_err(|err| Error::redis(meta, "HGETALL of the cold index", err))?;
+        let pages: Vec<Vec<(Vec<u8>, Vec<u8>)>> =
+            pipe.query_async(&mut queue.rdb().conn())
+                .await
+                .map_err(|err| Error::redis(meta, "HGETALL of the cold index", err))?;
         for (id, seg) in pages.into_iter().flatten() {
             entries.push(id);
             entries.push(seg);

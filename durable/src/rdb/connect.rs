@@ -9,8 +9,8 @@
 //! crate's async cluster connection, which follows `MOVED` and `ASK` and refreshes its map
 //! of slots. The dedicated connections are made in `nodes.rs`.
 
-pub(crate) use super::nodes::Nodes;
 use super::link::{check_queue_name, Rdb};
+pub(crate) use super::nodes::Nodes;
 use super::single::Single;
 use super::tls::{self, ClientIdentity};
 use crate::contract::{self, queue_of_meta, Key, META_PATTERN};
@@ -214,7 +214,10 @@ impl ConnectOptions {
         self.schedule_retry = limit;
         self
     }
+}
 
+// Connecting: what the options above make.
+impl ConnectOptions {
     /// Connects and opens the queue `name`'s keys (checking their types and the user's
     /// rights): what [`Queue::connect`](crate::Queue::connect) holds.
     pub(crate) async fn open_queue(&self, name: &str) -> Result<Rdb, Error> {

@@ -1,10 +1,10 @@
 //! `claim.lua`, `fail.lua`, `extend.lua`, `give_back.lua`: a worker's side of a delivery.
 
+use super::Rdb;
 use super::Reply;
 use super::{num, refs};
 use crate::contract::MAX_BATCH;
 use crate::error::Error;
-use super::Rdb;
 use crate::rdb::scripts::scripts;
 
 /// A job as a claim hands it over; its id may not be UTF-8 (written by something else).

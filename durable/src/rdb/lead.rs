@@ -1,8 +1,8 @@
 //! `acquire.lua`, `renew.lua`, `tick.lua`, `release.lua`: the leader's lease and moves.
 
 use super::num;
-use crate::error::Error;
 use super::Rdb;
+use crate::error::Error;
 use crate::rdb::scripts::scripts;
 
 /// What [`acquire`] answered.

@@ -4,10 +4,10 @@
 //! scripts through it; [`Queue`](crate::Queue) holds one.
 
 use super::connect::{send_again, Conn, Nodes, SCHEDULE_RETRY_PAUSE};
-use crate::rdb::scripts::Script;
 use super::Reply;
 use crate::contract::{self, Key};
 use crate::error::Error;
+use crate::rdb::scripts::Script;
 use redis::Value;
 use std::time::{Duration, Instant};
 
@@ -54,11 +54,7 @@ impl Rdb {
 
     /// The full name of a bucket's key, from [`contract::bucket_key`].
     pub(crate) fn bucket(&self, level: u8, start_ms: u64) -> String {
-        format!(
-            "{}{}",
-            self.prefix,
-            contract::bucket_key(level, start_ms)
-        )
+        format!("{}{}", self.prefix, contract::bucket_key(level, start_ms))
     }
 
     /// The full name of the cold index's bucket `n` (lib/cold.lua's `cold_key`: the first
@@ -98,7 +94,10 @@ impl Rdb {
     pub(crate) fn meta_key(&self) -> &str {
         self.key(Key::Meta)
     }
+}
 
+// Running scripts.
+impl Rdb {
     /// Runs one script with the keys it declares and `args`.
     pub(crate) async fn call(&self, script: &Script, args: &[&[u8]]) -> Result<Reply, Error> {
         self.call_retrying(script, args, script.idempotent).await

@@ -19,6 +19,7 @@ mod connect;
 pub(crate) mod deliver;
 pub(crate) mod lead;
 mod link;
+pub(crate) mod lua_lib;
 mod nodes;
 pub(crate) mod recur;
 pub(crate) mod repair;

@@ -1,8 +1,8 @@
 //! `recur_set.lua`, `recur_del.lua`, `recur_fill.lua`: recurring schedules.
 
+use super::Rdb;
 use super::{num, refs};
 use crate::error::Error;
-use super::Rdb;
 use crate::rdb::scripts::scripts;
 
 /// `recur_set.lua`: sets schedule `id` to `record` (`kind|policy|max|period|spec|payload`)
@@ -10,12 +10,7 @@ use crate::rdb::scripts::scripts;
 /// this very record.
 ///
 /// `ARGV` id, record, first. Reply `{ now, set }`.
-pub(crate) async fn set(
-    rdb: &Rdb,
-    id: &str,
-    record: &[u8],
-    first: &str,
-) -> Result<bool, Error> {
+pub(crate) async fn set(rdb: &Rdb, id: &str, record: &[u8], first: &str) -> Result<bool, Error> {
     let reply = rdb
         .call(
             &scripts().recur_set,
@@ -46,11 +41,7 @@ pub(crate) struct Fill<'a> {
 ///
 /// `ARGV` token, then triples id, next, times. Reply `{ 0 }` fenced, else
 /// `{ 1, appended_1, ... }`.
-pub(crate) async fn fill(
-    rdb: &Rdb,
-    token: u64,
-    fills: Vec<Fill<'_>>,
-) -> Result<Vec<i64>, Error> {
+pub(crate) async fn fill(rdb: &Rdb, token: u64, fills: Vec<Fill<'_>>) -> Result<Vec<i64>, Error> {
     let mut args = Vec::with_capacity(1 + 3 * fills.len());
     args.push(num(token));
     for fill in fills {

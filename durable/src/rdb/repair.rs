@@ -1,8 +1,8 @@
 //! `repair.lua` and `cold_repair.lua`: putting the queue's structures back in line.
 
 use super::refs;
-use crate::error::Error;
 use super::Rdb;
+use crate::error::Error;
 use crate::rdb::scripts::scripts;
 
 /// What one [`repair`] step did.

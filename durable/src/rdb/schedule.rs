@@ -1,9 +1,9 @@
 //! `schedule.lua`, `cancel.lua`, `reschedule.lua`: putting jobs in and taking them out.
 
+use super::Rdb;
 use super::Reply;
 use super::{num, refs};
 use crate::error::Error;
-use super::Rdb;
 use crate::rdb::scripts::scripts;
 use crate::when::When;
 
@@ -94,8 +94,7 @@ pub(crate) async fn schedule_pipelined(
     calls: &[ScheduleCall],
 ) -> Result<Vec<bool>, Error> {
     let replies = if rdb.waits_for_replicas() {
-        rdb
-            .call_replicated(&scripts().schedule, calls, true)
+        rdb.call_replicated(&scripts().schedule, calls, true)
             .await?
     } else {
         rdb.call_many(&scripts().schedule, calls).await?
@@ -117,10 +116,7 @@ pub(crate) async fn cancel(rdb: &Rdb, ids: &[&str]) -> Result<Vec<bool>, Error> 
 }
 
 /// [`cancel`] for several calls in one pipeline, one per chunk of `calls`.
-pub(crate) async fn cancel_pipelined(
-    rdb: &Rdb,
-    calls: &[Vec<&str>],
-) -> Result<Vec<bool>, Error> {
+pub(crate) async fn cancel_pipelined(rdb: &Rdb, calls: &[Vec<&str>]) -> Result<Vec<bool>, Error> {
     let args: Vec<Vec<Vec<u8>>> = calls
         .iter()
         .map(|ids| ids.iter().map(|id| id.as_bytes().to_vec()).collect())

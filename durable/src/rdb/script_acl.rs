@@ -101,7 +101,8 @@ fn quoted_words(code: &str) -> BTreeSet<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rdb::scripts::{FILES, LIB_FILES};
+    use crate::rdb::lua_lib::LIB_FILES;
+    use crate::rdb::scripts::FILES;
 
     /// The scripts' quoted upper-case words are commands (checked) or options, as Redis
     /// itself tells them apart: a command missing from [`COMMANDS`] would go unchecked,

@@ -12,8 +12,8 @@
 //! 65 s) and far ones coarsely (70 min, 75 h, ...): fine where it matters.
 
 use crate::contract::{
-    level_width_ms, parse_bucket_member, system_time, Key, BUCKET_MEMBER,
-    STAGED_MEMBER, W0_MS,
+    level_width_ms, parse_bucket_member, system_time, Key, BUCKET_MEMBER, LAST_SCRIPT_ERROR,
+    LEADER_ERROR, LEADER_FAILING, STAGED_MEMBER, W0_MS,
 };
 use crate::error::Error;
 use crate::queue::Queue;
@@ -373,64 +373,7 @@ impl Queue {
                 .collect(),
         })
     }
-
-    /// Says in meta that this queue's leader (or candidate) has failed `rounds` rounds in
-    /// a row, the last with `message`; `rounds` 0 removes it. Best effort, as `report`:
-    /// a user who may not `HSET` leaves nothing here (the process's own
-    /// [`LeaderStats::failing`](crate::LeaderStats::failing) and warning still say it).
-    pub(crate) async fn leader_failing(&self, rounds: u64, message: &str) {
-        let mut conn = self.rdb().conn();
-        let meta = self.rdb().meta_key();
-        let _: Result<(), _> = if rounds == 0 {
-            redis::cmd("HDEL")
-                .arg(meta)
-                .arg(LEADER_FAILING)
-                .arg(LEADER_ERROR)
-                .query_async(&mut conn)
-                .await
-        } else {
-            let message: String = message.chars().take(1024).collect();
-            redis::cmd("HSET")
-                .arg(meta)
-                .arg(LEADER_FAILING)
-                .arg(rounds)
-                .arg(LEADER_ERROR)
-                .arg(message)
-                .query_async(&mut conn)
-                .await
-        };
-    }
-
-    /// Counts `err` in the queue if Redis ran a script of ours and it raised
-    /// ([`Error::is_script_failure`]): `n_script_errors` and `last_script_error` in meta,
-    /// what a dashboard in any process shows. Best effort: when meta itself is the key
-    /// holding garbage, or Redis is gone, nothing is counted. And a `tracing` warning
-    /// (feature `tracing`), whatever the error.
-    // `role` only names the warning, which exists with the feature.
-    #[cfg_attr(not(feature = "tracing"), allow(unused_variables))]
-    pub(crate) async fn report(&self, role: &'static str, err: &Error) {
-        crate::trace::event!(warn, queue = self.name(), role, error = %err, "call failed");
-        if !err.is_script_failure() {
-            return;
-        }
-        let message: String = err.to_string().chars().take(1024).collect();
-        let _: Result<(), _> = redis::pipe()
-            .hincr(self.rdb().meta_key(), "n_script_errors", 1)
-            .ignore()
-            .hset(self.rdb().meta_key(), LAST_SCRIPT_ERROR, message)
-            .ignore()
-            .query_async(&mut self.rdb().conn())
-            .await;
-    }
 }
-
-/// The meta field holding the message of the latest script failure a leader or worker met.
-const LAST_SCRIPT_ERROR: &str = "last_script_error";
-
-/// The meta fields where a leader whose rounds fail says how many failed in a row and
-/// why (removed when a round works again).
-const LEADER_FAILING: &str = "leader_failing";
-const LEADER_ERROR: &str = "leader_error";
 
 /// The names of the queues on the Redis server at `url`: every `tickless:{<name>}:meta`
 /// key, found with `SCAN` (a queue gets its meta key at its first schedule, or when a
@@ -460,4 +403,3 @@ const LEADER_ERROR: &str = "leader_error";
 pub async fn queue_names(url: &str) -> Result<Vec<String>, Error> {
     crate::ConnectOptions::new(url).queue_names().await
 }
-

@@ -2,8 +2,8 @@
 //! became of a failed one.
 
 use crate::contract::system_time;
-pub use crate::rdb::deliver::Failed;
 use crate::rdb::deliver::Delivered;
+pub use crate::rdb::deliver::Failed;
 #[cfg(doc)]
 use crate::Worker;
 use std::time::{Duration, SystemTime};
@@ -91,7 +91,6 @@ impl Job {
         Duration::from_millis(self.claimed_ms.saturating_sub(self.due_ms)) + self.received.elapsed()
     }
 }
-
 
 /// The job a claim handed over; or, if its id is not UTF-8, the id's bytes and the
 /// delivery, for `Worker::quarantine`.

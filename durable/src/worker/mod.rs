@@ -14,18 +14,18 @@
 //!
 //! A worker that stops hands back the deliveries it will not finish
 //! ([`give_back`](Worker::give_back)): they are ready again at once, not at their lease
-//! end. [`Worker::run`] and [`Worker::run_until`] are in `worker_run.rs`.
+//! end. [`Worker::run`] and [`Worker::run_until`] are in `run.rs`.
 
 pub(crate) mod backoff;
 pub(crate) mod job;
 pub(crate) mod run;
 
-use crate::worker::backoff::Backoff;
 use crate::contract::{Key, MAX_BATCH};
 use crate::error::Error;
-use crate::worker::job::{job, Failed, Job};
 use crate::queue::Queue;
 use crate::rdb::deliver as rdb;
+use crate::worker::backoff::Backoff;
+use crate::worker::job::{job, Failed, Job};
 use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;

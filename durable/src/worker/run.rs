@@ -11,8 +11,8 @@
 //! their lease (30 s by default) and come back only if a leader runs.
 
 use crate::error::{away, Error};
-use crate::worker::job::Job;
 use crate::retry::Retry;
+use crate::worker::job::Job;
 use crate::worker::{Wait, Worker};
 #[cfg(doc)]
 use crate::WorkerOptions;
@@ -350,7 +350,10 @@ impl Worker {
         }
         Ok(self.finish(books, done_rx).await)
     }
+}
 
+// Stopping: the grace period, then what is still running given back.
+impl Worker {
     /// The stop has come: its deadline.
     fn stopping(&self, books: &mut Books) -> Instant {
         books.stopping = true;
@@ -435,7 +438,12 @@ where
     F: Future<Output = Result<(), E>> + Send + 'static,
     E: Display + Send + 'static,
 {
-    let work = tokio::spawn(crate::trace::in_job_span(queue, &job, handler(job.clone())));
+    let work = tokio::spawn(crate::trace::in_job_span(
+        queue,
+        job.id(),
+        job.attempt(),
+        handler(job.clone()),
+    ));
     let abort = work.abort_handle();
     tokio::spawn(async move {
         let outcome = match work.await {

@@ -12,7 +12,7 @@
 //! keeps what the script wrote before: lib/acl.lua's `acl_refused` checks every command
 //! first.
 //!
-//! Every script of `src/scripts/` is refused to some user on some call here, or is
+//! Every script of `src/rdb/scripts/` is refused to some user on some call here, or is
 //! listed in [`NEVER_REFUSED`] with why no missing grant can stop it on the calls that
 //! reach it (script_acl.rs's own test checks each script's check directly): a new script
 //! no call reaches fails the test.
@@ -50,10 +50,10 @@ const NEVER_REFUSED: &[(&str, &str)] = &[
     ),
 ];
 
-/// The scripts in `src/scripts/` (their library is in `lib/`), by name: those of
+/// The scripts in `src/rdb/scripts/` (their library is in `lib/`), by name: those of
 /// the cold tier only with feature `cold`.
 fn script_files() -> BTreeSet<String> {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/scripts");
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/rdb/scripts");
     std::fs::read_dir(dir)
         .unwrap()
         .filter_map(|entry| {
