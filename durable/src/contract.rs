@@ -295,6 +295,14 @@ pub(crate) fn system_time(ms: u64) -> SystemTime {
     UNIX_EPOCH + Duration::from_millis(ms)
 }
 
+/// The meta field holding the message of the latest script failure a leader or worker met.
+pub(crate) const LAST_SCRIPT_ERROR: &str = "last_script_error";
+
+/// The meta fields where a leader whose rounds fail says how many failed in a row and
+/// why (removed when a round works again).
+pub(crate) const LEADER_FAILING: &str = "leader_failing";
+pub(crate) const LEADER_ERROR: &str = "leader_error";
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -337,11 +345,3 @@ mod tests {
         }
     }
 }
-
-/// The meta field holding the message of the latest script failure a leader or worker met.
-pub(crate) const LAST_SCRIPT_ERROR: &str = "last_script_error";
-
-/// The meta fields where a leader whose rounds fail says how many failed in a row and
-/// why (removed when a round works again).
-pub(crate) const LEADER_FAILING: &str = "leader_failing";
-pub(crate) const LEADER_ERROR: &str = "leader_error";

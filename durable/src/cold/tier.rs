@@ -2,6 +2,8 @@
 
 use super::segment::decode;
 use crate::error::Error;
+#[cfg(doc)]
+use crate::Queue;
 use object_store::path::{Path, PathPart};
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use std::fmt;

@@ -24,7 +24,7 @@ use std::fmt;
 use std::time::Duration;
 
 /// How to reach Redis: one server or a cluster, which CA to trust over TLS, which client
-/// certificate to present, and whether writes wait for replicas. [`Queue::connect`](super::Queue::connect) is
+/// certificate to present, and whether writes wait for replicas. [`Queue::connect`](crate::Queue::connect) is
 /// `ConnectOptions::new(url).connect(name)`.
 ///
 /// URLs are `redis://[user:password@]host[:port][/db]` or, for TLS, `rediss://...`;
@@ -158,7 +158,7 @@ impl ConnectOptions {
         self
     }
 
-    /// Makes [`schedule`](super::Queue::schedule) (and its batch form) wait until
+    /// Makes [`schedule`](crate::Queue::schedule) (and its batch form) wait until
     /// `replicas` replicas have the write (Redis `WAIT`), at most `timeout`; fewer is an
     /// error for which [`Error::is_replication`] is true (the job was stored on the
     /// master, and may be lost with it). A schedule that returned `Ok` is then on the
@@ -187,7 +187,7 @@ impl ConnectOptions {
         self
     }
 
-    /// Sends a [`schedule`](super::Queue::schedule) (or a batch) again while it fails
+    /// Sends a [`schedule`](crate::Queue::schedule) (or a batch) again while it fails
     /// because the queue's master is away ([`Error::is_redis`]: refused, reset, timed out,
     /// `CLUSTERDOWN`, `TRYAGAIN`, or `MOVED`/`ASK` to a node that cannot be reached), for
     /// at most `limit` from the first try, a try every 50 ms; past that the last error is
@@ -258,7 +258,7 @@ impl ConnectOptions {
     /// The names of the queues on the one server these options reach: every
     /// `tickless:{<name>}:meta` key, found with `SCAN`, sorted (a queue gets its meta key
     /// when a leader first runs on it). For tools such as `tickless-durable serve`: as
-    /// [`queue_names`](super::queue_names), with the TLS options (a CA, a client
+    /// [`queue_names`](crate::queue_names), with the TLS options (a CA, a client
     /// certificate) applied.
     ///
     /// # Errors

@@ -135,7 +135,7 @@ fn count(reply: &Reply) -> Result<usize, Error> {
     Ok(reply.int(1)?.max(0) as usize)
 }
 
-/// What became of a failed delivery (see [`Worker::fail`]).
+/// What became of a failed delivery (see [`Worker::fail`](crate::Worker::fail)).
 ///
 /// # Examples
 ///

@@ -1,6 +1,6 @@
 //! What rustls is given for `rediss://` URLs: the CA to trust
-//! ([`ConnectOptions::tls_ca_pem`](super::ConnectOptions::tls_ca_pem)) and the client's
-//! certificate and key ([`ConnectOptions::tls_client_pem`](super::ConnectOptions::tls_client_pem)).
+//! ([`ConnectOptions::tls_ca_pem`](crate::ConnectOptions::tls_ca_pem)) and the client's
+//! certificate and key ([`ConnectOptions::tls_client_pem`](crate::ConnectOptions::tls_client_pem)).
 //!
 //! The key is a secret: it is kept only to be handed to rustls, has no `Debug`, and a key
 //! or certificate that does not parse is named in the error, never quoted (a certificate
