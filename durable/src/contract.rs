@@ -4,7 +4,7 @@
 //!
 //! Nothing here is written twice. The Rust side builds key names and members with these
 //! items; the scripts get them from the one-line header that [`lua_header`] writes in
-//! front of each script when `scripts.rs` builds it (see there for the layout):
+//! front of each script when `rdb/scripts.rs` builds it (see there for the layout):
 //!
 //! - **Keys** come to a script in `KEYS`, in the order of its list below
 //!   ([`script_keys`]), and the header names them (`local META, JOBS = KEYS[1],

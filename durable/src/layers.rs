@@ -2,10 +2,13 @@
 //! `src/` (`queue`, `read`, `leader`, `worker`, `cold`, `rdb`, the dashboard and the
 //! small shared ones), no file over 600 lines, no `impl` block over 250.
 //!
-//! A module depends on another when its code (comments and its `tests` module aside)
-//! names it: `crate::rdb::...`, `super::rdb::...` from a file at the top, or an item the
-//! crate root re-exports (`crate::Queue` is `queue`'s). Read from the source text, so it
-//! needs no tool and runs with the unit tests.
+//! A module depends on another when its code (comments, test modules and `#[cfg(doc)]`
+//! imports aside) names it by path: `crate::rdb::...`, `crate::{rdb, ...}`, a `super::`
+//! chain that climbs to the crate root, or an item the crate root re-exports
+//! (`crate::Queue` is `queue`'s). Read from the source text, so it needs no tool and runs
+//! with the unit tests. It cannot see a method called through `self` on a type whose
+//! `impl` blocks sit in several modules (`Queue`'s do): such a call is a dependency too,
+//! so a method another role calls lives in that role's module or below it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -40,62 +43,153 @@ fn files() -> Vec<(String, String)> {
     out
 }
 
+/// The module path of a file (`queue/merge.rs`: `queue::merge`, `queue/mod.rs`: `queue`);
+/// empty for the crate root.
+fn path_of(rel: &str) -> Vec<&str> {
+    let mut path: Vec<&str> = rel.trim_end_matches(".rs").split('/').collect();
+    if matches!(path.last(), Some(&"mod") | Some(&"lib")) {
+        path.pop();
+    }
+    path
+}
+
 /// The top-level module a file belongs to (`queue/merge.rs`: `queue`); `None` for the
 /// crate root and this check.
 fn module_of(rel: &str) -> Option<&str> {
-    let top = rel.split('/').next().unwrap().trim_end_matches(".rs");
-    (top != "lib" && top != "layers").then_some(top)
+    path_of(rel).first().copied().filter(|top| *top != "layers")
 }
 
-/// The code of `text`: without comment lines and without its `tests` module.
+/// The code of `text`: without comments, its `#[cfg(test)]` modules and `#[cfg(doc)]`
+/// items (a doc link's import is no dependency of the code).
 fn code(text: &str) -> String {
-    let body = text
-        .find("#[cfg(test)]\nmod tests")
-        .map_or(text, |at| &text[..at]);
-    body.lines()
-        .filter(|line| !line.trim_start().starts_with("//"))
-        .collect::<Vec<_>>()
-        .join("\n")
+    let mut out = String::new();
+    let mut lines = text.lines();
+    while let Some(line) = lines.next() {
+        let trimmed = line.trim();
+        if trimmed == "#[cfg(doc)]" {
+            lines.next();
+            continue;
+        }
+        if trimmed == "#[cfg(test)]" {
+            // A test module: skip to its closing brace.
+            let mut depth = 0i32;
+            let mut opened = false;
+            for line in lines.by_ref() {
+                let code = line.split("//").next().unwrap();
+                depth += code.matches('{').count() as i32 - code.matches('}').count() as i32;
+                opened |= code.contains('{');
+                if opened && depth <= 0 || !opened && code.trim_end().ends_with(';') {
+                    break;
+                }
+            }
+            continue;
+        }
+        if trimmed.starts_with("//") {
+            continue;
+        }
+        // A trailing comment (not a `//` inside a string: an even count of quotes before it).
+        let code = match line.find(" //") {
+            Some(at) if line[..at].matches('"').count() % 2 == 0 => &line[..at],
+            _ => line,
+        };
+        out.push_str(code);
+        out.push('\n');
+    }
+    out
+}
+
+/// The first identifier of `text` (`rdb::Rdb` -> `rdb`).
+fn ident(text: &str) -> &str {
+    let text = text.trim_start();
+    let end = text
+        .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .unwrap_or(text.len());
+    &text[..end]
+}
+
+/// The names a path continues with after a prefix: `rdb` for `rdb::x`, `a` and `b` for
+/// `{a, b::c}` (a group's items, one level).
+fn heads(rest: &str) -> Vec<&str> {
+    let Some(group) = rest.trim_start().strip_prefix('{') else {
+        return vec![ident(rest)];
+    };
+    let mut out = Vec::new();
+    let mut depth = 0;
+    let mut from = 0;
+    for (at, c) in group.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 0 => {
+                out.push(ident(&group[from..at]));
+                break;
+            }
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(ident(&group[from..at]));
+                from = at + 1;
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The top-level names `code` (of the file at module path `path`) reaches: through
+/// `crate::`, and through `super::` chains that climb to the crate root.
+fn named<'a>(code: &'a str, path: &[&str]) -> Vec<&'a str> {
+    let mut out = Vec::new();
+    let starts_path = |at: usize| {
+        // Not `$crate::`, `my_crate::` or the `super` of `a::super::`.
+        !code[..at]
+            .chars()
+            .next_back()
+            .is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$' || c == ':')
+    };
+    for (at, _) in code
+        .match_indices("crate::")
+        .filter(|(at, _)| starts_path(*at))
+    {
+        out.extend(heads(&code[at + "crate::".len()..]));
+    }
+    for (at, _) in code
+        .match_indices("super::")
+        .filter(|(at, _)| starts_path(*at))
+    {
+        let mut rest = &code[at..];
+        let mut up = 0;
+        while let Some(next) = rest.strip_prefix("super::") {
+            rest = next;
+            up += 1;
+        }
+        if up == path.len() {
+            out.extend(heads(rest));
+        }
+    }
+    out.retain(|name| !name.is_empty() && *name != "self");
+    out
 }
 
 /// What the crate root re-exports: item name -> its top-level module.
 fn reexports(lib: &str) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
-    for line in code(lib).lines() {
-        let Some(rest) = line.trim().strip_prefix("pub use ") else {
+    for statement in code(lib).split(';') {
+        let Some(rest) = statement.trim().strip_prefix("pub use ") else {
             continue;
         };
-        let module = rest.split("::").next().unwrap().to_string();
-        let items = rest.trim_end_matches(';');
-        let items = items.rsplit("::").next().unwrap();
-        for item in items.trim_matches(['{', '}']).split(',') {
+        let module = ident(rest).to_string();
+        let items = match rest.find('{') {
+            Some(at) => &rest[at + 1..rest.rfind('}').unwrap_or(rest.len())],
+            None => rest.rsplit("::").next().unwrap(),
+        };
+        for item in items.split(',') {
             let name = item.split(" as ").last().unwrap().trim();
+            let name = name.rsplit("::").next().unwrap();
             if !name.is_empty() {
                 out.insert(name.to_string(), module.clone());
             }
         }
     }
     out
-}
-
-/// The identifiers that follow `prefix` in `code` (`crate::` then `rdb`).
-fn after<'a>(code: &'a str, prefix: &str) -> Vec<&'a str> {
-    code.match_indices(prefix)
-        .filter(|(at, _)| {
-            // `crate::` and not `$crate::` or `my_crate::`.
-            !code[..*at]
-                .chars()
-                .next_back()
-                .is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$')
-        })
-        .map(|(at, _)| {
-            let rest = &code[at + prefix.len()..];
-            let end = rest
-                .find(|c: char| !(c.is_alphanumeric() || c == '_'))
-                .unwrap_or(rest.len());
-            &rest[..end]
-        })
-        .collect()
 }
 
 /// Module -> the modules it depends on.
@@ -109,12 +203,8 @@ fn graph(files: &[(String, String)]) -> BTreeMap<String, BTreeSet<String>> {
             continue;
         };
         let code = code(text);
-        let mut named = after(&code, "crate::");
-        if !rel.contains('/') {
-            named.extend(after(&code, "super::"));
-        }
         let targets = edges.entry(from.to_string()).or_default();
-        for name in named {
+        for name in named(&code, &path_of(rel)) {
             let to = if modules.contains(name) {
                 Some(name)
             } else {
@@ -177,21 +267,44 @@ fn no_module_imports_one_that_imports_it_back() {
 #[test]
 fn a_circle_is_found() {
     let files = [
-        ("lib.rs", "pub use a::Thing;\n"),
+        (
+            "lib.rs",
+            "pub use a::Thing;\npub use d::{\n    One,\n    Two,\n};\n",
+        ),
         (
             "a.rs",
             "use crate::b::x;\n// crate::c in a comment is no edge\n",
         ),
         ("b/mod.rs", "fn f() -> crate::Thing { make() }\n"),
-        ("c.rs", "#[cfg(test)]\nmod tests { use crate::a; }\n"),
+        (
+            "c.rs",
+            "#[cfg(test)]\nmod tests {\n    use crate::a;\n}\nuse crate::{d::One, e};\n",
+        ),
+        (
+            "d/mod.rs",
+            "use super::e::X; // crate::a\n#[cfg(doc)]\nuse crate::c;\n",
+        ),
+        (
+            "d/x.rs",
+            "fn g() -> super::super::c::Y { h(\"//\", crate::Two) }\n",
+        ),
+        ("e.rs", "use crate::d::{self, One};\n"),
     ]
     .map(|(rel, text)| (rel.to_string(), text.to_string()));
     let edges = graph(&files);
+    let set = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<BTreeSet<_>>();
+    assert_eq!(edges["a"], set(&["b"]));
+    assert_eq!(edges["b"], set(&["a"]));
+    // After its tests module, as a group: `d` and `e`.
+    assert_eq!(edges["c"], set(&["d", "e"]));
+    // From a folder's mod.rs and two levels down; not the `#[cfg(doc)]` import, not a
+    // trailing comment; `crate::Two` is `d`'s own (a wrapped re-export).
+    assert_eq!(edges["d"], set(&["e", "c"]));
+    assert_eq!(edges["e"], set(&["d"]));
     assert_eq!(
         circle(&edges),
         Some(vec!["a".to_string(), "b".to_string(), "a".to_string()])
     );
-    assert!(edges["c"].is_empty(), "{edges:?}");
 }
 
 #[test]
@@ -203,7 +316,7 @@ fn files_and_impl_blocks_stay_short() {
             long.push(format!("{rel}: {} lines", lines.len()));
         }
         for (at, line) in lines.iter().enumerate() {
-            if line.starts_with("impl") && line.ends_with('{') {
+            if line.starts_with("impl") && !line.ends_with("{}") {
                 let len = lines[at..]
                     .iter()
                     .position(|l| *l == "}")

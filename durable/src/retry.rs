@@ -8,8 +8,8 @@
 //! permission missing) waits [`FIRST`] doubling to [`LONGEST`]: trying again soon cannot
 //! cure it, and each try is an error reported.
 //!
-//! The queue's shared connection makes no attempts of its own
-//! (`connection::connect_single`): a call that finds it broken makes one, so these loops
+//! The queue's shared connection makes no attempts of its own (`rdb/single.rs`): a call
+//! that finds it broken makes one, so these loops
 //! set the pace for it too.
 
 use crate::error::Error;

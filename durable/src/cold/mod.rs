@@ -17,8 +17,8 @@
 //! 3. **Loaded** when its window starts within [`ColdTier::lead`]: the leader reads the
 //!    segment back, `cold_load.lua` puts every job whose index entry still names that
 //!    segment into the wheel (a cancelled or rescheduled one is skipped), in calls of
-//!    [`CALL_JOBS`](pass::CALL_JOBS) jobs; `cold_retire.lua` forgets the segment, and the leader deletes
-//!    its object.
+//!    [`CALL_JOBS`](pass::CALL_JOBS) jobs; `cold_retire.lua` forgets the segment, and
+//!    the leader deletes its object.
 //!
 //! # Why nothing is lost, doubled or early
 //!

@@ -43,7 +43,7 @@ impl Leader {
         Ok(())
     }
 
-    /// A new leadership repairs the queue (see `repair.rs`), beside its moves and fenced
+    /// A new leadership repairs the queue (see `queue/repair.rs`), beside its moves and fenced
     /// by its token; an error is counted as the leader's own.
     pub(super) fn repair_in_background(&self, token: u64) {
         let (queue, shared) = (self.queue.clone(), Arc::clone(&self.shared));

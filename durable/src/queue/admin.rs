@@ -12,6 +12,15 @@ use redis::AsyncCommands;
 use std::time::{Duration, SystemTime};
 
 impl Queue {
+    /// The time on the queue's clock: Redis `TIME`, or the manual clock if one is set.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::is_redis`], [`Error::is_garbage`].
+    pub async fn now(&self) -> Result<SystemTime, Error> {
+        Ok(self.stats().await?.now)
+    }
+
     /// Gives dead job `id` a fresh set of attempts and makes it ready now; returns
     /// `false` if `id` names no dead job.
     ///

@@ -4,14 +4,22 @@
 //!
 //! A call that finds none on its way goes at once, alone. One that finds one waits in
 //! `pending`; when the call on its way ends ([`Busy`] hands on however its caller's future
-//! ends), a driver task sends `pending` as calls of up to [`MAX_MERGED`] jobs. A batch that
-//! Redis refuses changed nothing, so its jobs go again one call each, for each caller's
-//! own answer. A caller that drops its future leaves a closed channel, which is skipped.
+//! ends), a driver task sends `pending` as calls of up to [`MAX_MERGED`] jobs, each
+//! followed by the queue's `WAIT`, so every caller's write is covered before it returns.
+//! A batch that Redis refuses changed nothing, so its jobs go again one call each, for
+//! each caller's own answer.
 //!
-//! `State` is behind one `std::sync::Mutex`, never held across an `.await` nor while an
-//! answer is sent. `busy` goes false only under the lock by whoever saw `pending` empty,
-//! or took it and answers every waiter (`abandon`: a driver dropped with its runtime), so
-//! no waiter is left behind.
+//! # Ground rules
+//!
+//! - `State` is behind one `std::sync::Mutex`, held only to push, take or flip `busy`:
+//!   never across an `.await` nor while an answer is sent.
+//! - `busy` is true from the moment a call takes it until whoever sets it false under the
+//!   lock has seen `pending` empty, or has taken it and answers every waiter (`abandon`:
+//!   a driver dropped with its runtime): no waiter is left behind.
+//! - A caller that drops its future while waiting leaves a closed channel, which is
+//!   skipped; one dropped while its job is sent loses only its own answer.
+//! - An `After` delay counts from the call: the time it waited is taken off
+//!   (`durable_merge.rs`: `merged_schedules_are_due_their_own_delay_after_their_own_call`).
 
 use crate::queue::Queue;
 use crate::rdb::schedule::{self as rdb, resend_token, ScheduleCall};

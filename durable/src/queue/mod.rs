@@ -160,7 +160,7 @@ impl Queue {
     }
 
     #[cfg(feature = "cold")]
-    pub(crate) fn with_cold(&self, cold: Option<crate::cold::ColdTier>) -> Queue {
+    fn with_cold(&self, cold: Option<crate::cold::ColdTier>) -> Queue {
         let mut queue = self.clone();
         queue.change(|inner| inner.cold = cold);
         queue

@@ -1,8 +1,8 @@
 //! How a queue reaches Redis: [`ConnectOptions`] (one server or a cluster, TLS, `WAIT`),
-//! the shared connection every call of a queue uses but the schedules that `WAIT` (they
-//! have one of their own: a `WAIT` holds up its connection), schedules sent again through
-//! a failover, and the dedicated connections of a leader's subscription and a worker's
-//! blocking wait.
+//! which opens a queue's [`Rdb`]: the shared connection every call of a queue uses but
+//! the schedules that `WAIT` (they have one of their own: a `WAIT` holds up its
+//! connection), and what makes the dedicated connections of a leader's subscription and
+//! a worker's blocking wait.
 //!
 //! One server: one multiplexed connection (the `redis` crate's connection manager), which
 //! reconnects when a call finds it broken (see `single.rs`). A cluster: the `redis`
@@ -10,7 +10,7 @@
 //! of slots. The dedicated connections are made in `nodes.rs`.
 
 use super::link::{check_queue_name, Rdb};
-pub(crate) use super::nodes::Nodes;
+use super::nodes::Nodes;
 use super::single::Single;
 use super::tls::{self, ClientIdentity};
 use crate::contract::{self, queue_of_meta, Key, META_PATTERN};
@@ -24,7 +24,8 @@ use std::fmt;
 use std::time::Duration;
 
 /// How to reach Redis: one server or a cluster, which CA to trust over TLS, which client
-/// certificate to present, and whether writes wait for replicas. [`Queue::connect`](crate::Queue::connect) is
+/// certificate to present, and whether writes wait for replicas.
+/// [`Queue::connect`](crate::Queue::connect) is
 /// `ConnectOptions::new(url).connect(name)`.
 ///
 /// URLs are `redis://[user:password@]host[:port][/db]` or, for TLS, `rediss://...`;
@@ -388,7 +389,7 @@ fn single_client(
 
 /// A failed first `PING`: a user refused the command is a permission error, the rest a
 /// connect error.
-pub(crate) fn ping_error(url: &str, err: redis::RedisError) -> Error {
+pub(super) fn ping_error(url: &str, err: redis::RedisError) -> Error {
     match err.code() {
         Some("NOPERM") => Error::permission(
             &redact(url),
@@ -445,7 +446,7 @@ impl ConnectionLike for Conn {
 
 /// Whether `err` says the connection was closed under the call (a broken pipe, a reset):
 /// the connection manager starts a new connection, so the call may be sent again at once.
-pub(crate) fn closed(err: &redis::RedisError) -> bool {
+fn closed(err: &redis::RedisError) -> bool {
     err.is_connection_dropped() || err.kind() == redis::ErrorKind::IoError
 }
 
@@ -453,12 +454,12 @@ pub(crate) fn closed(err: &redis::RedisError) -> bool {
 /// failure started: if it may run twice (`idempotent`) and the connection was closed
 /// under it, or whatever it is if it was never sent (the connection it waited for was
 /// refused: the attempt before was made while Redis was down; the new one may not be).
-pub(crate) fn send_again(idempotent: bool, err: &redis::RedisError) -> bool {
+pub(super) fn send_again(idempotent: bool, err: &redis::RedisError) -> bool {
     err.is_connection_refusal() || (idempotent && closed(err))
 }
 
 /// `SCAN` for every queue's meta key on the server `conn` reaches; the names, sorted.
-pub(crate) async fn scan_queue_names(
+async fn scan_queue_names(
     conn: &mut redis::aio::MultiplexedConnection,
 ) -> Result<Vec<String>, Error> {
     let mut names = Vec::new();

@@ -63,6 +63,13 @@ pub(crate) async fn claim(
     Ok(Claimed { now, acked, jobs })
 }
 
+/// What [`fail`] did to the job: fail.lua's answer.
+pub(crate) enum Fell {
+    Retried,
+    Dead,
+    LeaseLost,
+}
+
 /// `fail.lua`: reports that delivery `delivery` of job `id` failed with `error`; retried
 /// after `backoff_ms` or dead. `quarantine`: the worker could not read the id, so it goes
 /// to the dead set whatever its attempts.
@@ -76,7 +83,7 @@ pub(crate) async fn fail(
     backoff_ms: u128,
     error: &str,
     quarantine: bool,
-) -> Result<Failed, Error> {
+) -> Result<Fell, Error> {
     let (delivery, backoff) = (num(delivery), num(backoff_ms));
     let mut args: Vec<&[u8]> = vec![id, &delivery, &backoff, error.as_bytes()];
     if quarantine {
@@ -84,9 +91,9 @@ pub(crate) async fn fail(
     }
     let reply = rdb.call(&scripts().fail, &args).await?;
     Ok(match reply.int(1)? {
-        1 => Failed::Retried,
-        2 => Failed::Dead,
-        _ => Failed::LeaseLost,
+        1 => Fell::Retried,
+        2 => Fell::Dead,
+        _ => Fell::LeaseLost,
     })
 }
 
@@ -133,42 +140,4 @@ fn pairs<'a>(deliveries: &'a [(&str, u64)]) -> impl Iterator<Item = Vec<u8>> + '
 /// The count of a `{ now, count }` reply.
 fn count(reply: &Reply) -> Result<usize, Error> {
     Ok(reply.int(1)?.max(0) as usize)
-}
-
-/// What became of a failed delivery (see [`Worker::fail`](crate::Worker::fail)).
-///
-/// # Examples
-///
-/// ```no_run
-/// use std::time::Duration;
-/// use tickless_durable::{Failed, Queue, WorkerOptions};
-///
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> Result<(), tickless_durable::Error> {
-/// # let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1/".into());
-/// let queue = Queue::connect(&url, "emails").await?.with_max_attempts(2);
-/// queue.schedule("welcome:7", b"ann@example.com", Duration::ZERO).await?;
-/// let mut worker = queue.worker(WorkerOptions::default());
-///
-/// let first = worker.claim(1).await?.remove(0);
-/// let failed = worker.fail(&first, "smtp: 451 try again later").await?;
-/// assert_eq!(failed, Failed::Retried); // attempt 1 of 2: again after the backoff
-/// match failed {
-///     Failed::Retried => println!("{} retried after the backoff", first.id()),
-///     Failed::Dead => println!("{} is in the dead set", first.id()),
-///     Failed::LeaseLost => println!("{} is no longer ours", first.id()),
-///     _ => {}
-/// }
-/// # Ok(())
-/// # }
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Failed {
-    /// It will be delivered again after the backoff.
-    Retried,
-    /// It was the last attempt: the job is in the dead set.
-    Dead,
-    /// This delivery no longer held the job (its lease ended, or it was cancelled).
-    LeaseLost,
 }

@@ -3,7 +3,10 @@
 //! sent again through a failover). The functions of the sibling modules run their
 //! scripts through it; [`Queue`](crate::Queue) holds one.
 
-use super::connect::{send_again, Conn, Nodes, SCHEDULE_RETRY_PAUSE};
+use super::connect::{send_again, Conn, SCHEDULE_RETRY_PAUSE};
+use super::nodes::Nodes;
+#[cfg(doc)]
+use super::ConnectOptions;
 use super::Reply;
 use crate::contract::{self, Key};
 use crate::error::Error;
@@ -19,7 +22,7 @@ pub const MAX_QUEUE_NAME_BYTES: usize = 128;
 pub(crate) struct Rdb {
     pub(super) conn: Conn,
     /// The connection of the calls that `WAIT` for replicas, so that a `WAIT` holds up
-    /// only them (see [`ConnectOptions::wait_for_replicas`](crate::ConnectOptions::wait_for_replicas));
+    /// only them (see [`ConnectOptions::wait_for_replicas`]);
     /// `None` without the option.
     pub(super) waits: Option<Conn>,
     pub(super) nodes: Nodes,
@@ -30,9 +33,9 @@ pub(crate) struct Rdb {
     /// Every key's full name, by [`Key::index`].
     pub(super) keys: Vec<String>,
     /// `WAIT` for this many replicas, at most this long, after writes that must survive a
-    /// master's death (see [`ConnectOptions::wait_for_replicas`](crate::ConnectOptions::wait_for_replicas)).
+    /// master's death (see [`ConnectOptions::wait_for_replicas`]).
     pub(super) replicas: Option<(u32, Duration)>,
-    /// See [`ConnectOptions::retry_schedules_for`](crate::ConnectOptions::retry_schedules_for).
+    /// See [`ConnectOptions::retry_schedules_for`].
     pub(super) schedule_retry: Duration,
 }
 
@@ -86,7 +89,7 @@ impl Rdb {
     }
 
     /// The connection of the calls that `WAIT` for replicas (see [`Rdb::waits`]).
-    pub(crate) fn waits_conn(&self) -> Option<Conn> {
+    fn waits_conn(&self) -> Option<Conn> {
         self.waits.clone()
     }
 
@@ -107,7 +110,7 @@ impl Rdb {
     /// connection turns out closed (Redis's `timeout`, `CLIENT KILL` or a proxy closed it
     /// while the queue was idle: the connection manager notices only then). Only for
     /// calls that leave the queue the same when run twice: the first may have run.
-    pub(crate) async fn call_retrying(
+    pub(super) async fn call_retrying(
         &self,
         script: &Script,
         args: &[&[u8]],
@@ -129,7 +132,7 @@ impl Rdb {
     }
 
     /// Adds one `EVALSHA` of `script` with its keys and `args` to `pipe`.
-    pub(crate) fn add_call(&self, pipe: &mut redis::Pipeline, script: &Script, args: &[Vec<u8>]) {
+    fn add_call(&self, pipe: &mut redis::Pipeline, script: &Script, args: &[Vec<u8>]) {
         let cmd = pipe
             .cmd("EVALSHA")
             .arg(script.script.get_hash())
@@ -145,7 +148,7 @@ impl Rdb {
     /// Runs `calls` (argument lists of `script`) in one pipeline; loads the script and
     /// tries again once if Redis does not know it, and sends it once more on a new
     /// connection when an idempotent script's finds its connection closed.
-    pub(crate) async fn call_many<C: AsRef<[Vec<u8>]>>(
+    pub(super) async fn call_many<C: AsRef<[Vec<u8>]>>(
         &self,
         script: &Script,
         calls: &[C],
@@ -189,7 +192,7 @@ impl Rdb {
     }
 
     /// Whether writes wait for replicas ([`ConnectOptions::wait_for_replicas`]).
-    pub(crate) fn waits_for_replicas(&self) -> bool {
+    pub(super) fn waits_for_replicas(&self) -> bool {
         self.replicas().is_some()
     }
 
@@ -204,7 +207,7 @@ impl Rdb {
     ///
     /// As [`call_many`](Rdb::call_many), and [`Error::is_replication`] when fewer
     /// replicas acknowledged than asked (the writes were made on the master).
-    pub(crate) async fn call_replicated<C: AsRef<[Vec<u8>]>>(
+    pub(super) async fn call_replicated<C: AsRef<[Vec<u8>]>>(
         &self,
         script: &Script,
         calls: &[C],
@@ -297,7 +300,7 @@ impl Rdb {
 
     /// Checks that every key of the queue that exists has the type this crate writes, and
     /// that the user may read the keys and publish on the queue's channel.
-    pub(crate) async fn check_keys(&self) -> Result<(), Error> {
+    pub(super) async fn check_keys(&self) -> Result<(), Error> {
         let mut pipe = redis::pipe();
         for key in Key::ALL {
             pipe.cmd("TYPE").arg(self.key(key));

@@ -1,13 +1,18 @@
-//! One typed function per Lua script: the only code that builds a script's `ARGV` or
-//! reads its reply.
+//! The Redis layer: how a queue reaches Redis ([`ConnectOptions`], `connect.rs`, with
+//! `single.rs`, `nodes.rs` and `tls.rs`), one queue's connections and key names and how a
+//! script call runs ([`Rdb`], `link.rs`), the Lua scripts ([`scripts`], `lua_lib.rs`,
+//! `script_acl.rs`), and one typed function per script: the only code that builds a
+//! script's `ARGV` or reads its reply. The roles above read with plain commands
+//! (`HGETALL`, `ZRANGE`, ...) through [`Rdb::key`] and [`Rdb::conn`]; every change to
+//! more than one key is a script, run from here.
 //!
 //! Named after asynq's `internal/rdb`, which keeps the same rule: each method that runs
 //! a script documents its `KEYS`/`ARGV` right above it, and callers see typed arguments
-//! and answers, never positions. The keys come from [`contract`](super::contract) (which
+//! and answers, never positions. The keys come from [`contract`](crate::contract) (which
 //! writes each script's header); the `.lua` file's own header says what the script keeps.
-//! Each function runs its script through [`Queue::call`](super::Queue::call) and friends
-//! (the connection layer), decodes the reply, and answers
-//! [`Error::is_garbage`](super::Error::is_garbage) for a reply of the wrong shape.
+//! Each function runs its script through [`Rdb::call`] and friends, decodes the reply,
+//! and answers [`Error::is_garbage`](crate::Error::is_garbage) for a reply of the wrong
+//! shape.
 //!
 //! By group: [`schedule`] (schedule, cancel, reschedule, retry dead), [`deliver`] (claim
 //! and ack, fail, extend, give back), [`lead`] (acquire, renew, tick, release),
@@ -19,7 +24,7 @@ mod connect;
 pub(crate) mod deliver;
 pub(crate) mod lead;
 mod link;
-pub(crate) mod lua_lib;
+mod lua_lib;
 mod nodes;
 pub(crate) mod recur;
 pub(crate) mod repair;
@@ -102,7 +107,7 @@ fn num(n: impl ToString) -> Vec<u8> {
     n.to_string().into_bytes()
 }
 
-/// The arguments of one call, as [`Queue::call`](super::Queue::call) takes them.
+/// The arguments of one call, as [`Rdb::call`] takes them.
 fn refs(args: &[Vec<u8>]) -> Vec<&[u8]> {
     args.iter().map(Vec::as_slice).collect()
 }

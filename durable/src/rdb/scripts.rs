@@ -27,11 +27,11 @@
 //! # The lib
 //!
 //! The helpers the scripts share live in `scripts/lib/`, a few small files by concern
-//! ([`LIB_FILES`](super::lua_lib::LIB_FILES): checked reads, the permission check, chunked commands, meta's clock
+//! ([`LIB_FILES`]: checked reads, the permission check, chunked commands, meta's clock
 //! and counters, job records with the invariants I1-I6, where a job is, batches,
 //! recurring schedules, the cold index). Each `function name(...)` of them assigns a
 //! local of line 1 and ends at its only `end` at column 0; state of one file alone is a
-//! one-line `local` in it ([`Lib::parse`](super::lua_lib::Lib::parse) refuses anything else, naming the line). Names
+//! one-line `local` in it ([`Lib::parse`] refuses anything else, naming the line). Names
 //! are unique across the files. The other names they use (`META`, `JOBS`, ..., `P`,
 //! `CHANNEL`, `W0`, `LEAD`, ...) are the header's.
 //!
@@ -42,11 +42,15 @@
 //! costs every call whether the call uses it or not: defining all of them took a third
 //! of a single `schedule`'s Redis CPU (BENCHMARKS.md, "What one script call costs"). So
 //! each script gets only the functions it names, and those they name in turn, from any
-//! file ([`Lib::closure`](super::lua_lib::Lib::closure)); the others' lines are left empty, so that each file's lines
+//! file ([`Lib::closure`]); the others' lines are left empty, so that each file's lines
 //! keep their numbers and [`Script::locate`] stays a subtraction, and a file holding none
 //! of them is left out. A call's cost is mostly Lua's, not its commands': every table,
 //! string, function call and command reply counts, and a helper with one caller is
 //! better folded into it.
+//!
+//! [`LIB_FILES`]: super::lua_lib::LIB_FILES
+//! [`Lib::parse`]: super::lua_lib::Lib::parse
+//! [`Lib::closure`]: super::lua_lib::Lib::closure
 
 use super::lua_lib::Lib;
 #[cfg(test)]
@@ -62,7 +66,7 @@ pub(crate) struct Script {
     pub(crate) keys: &'static [Key],
     /// Whether running it twice leaves the queue as running it once (schedule by id,
     /// cancel, an ack or a failure by delivery, ...): then a call whose connection was
-    /// found closed is sent once more on a new one (see `Queue::call`).
+    /// found closed is sent once more on a new one (see `Rdb::call`).
     pub(crate) idempotent: bool,
     /// The script file's line count: Redis's lines up to it are the script's.
     lines: usize,
@@ -173,7 +177,7 @@ impl Script {
 macro_rules! scripts {
     ($($field:ident: $idempotent:expr, $keys:expr;)*) => {
         /// All the scripts, compiled once per process.
-        // The cold tier's move, load and thaw are called only with feature `cold`.
+        // The cold tier's move and load are called only with feature `cold`.
         #[cfg_attr(not(feature = "cold"), allow(dead_code))]
         pub(crate) struct Scripts {
             $(pub(crate) $field: Script,)*
@@ -232,7 +236,7 @@ scripts!(
     // A page of the repair pass judges the state it finds: run twice, the second finds
     // nothing to fix.
     repair: true, script_keys::ALL;
-    // The cold tier (cold.rs). A take only reads (and numbers segments); a commit, load
+    // The cold tier (cold/pass.rs, cold/view.rs). A take only reads (and numbers segments); a commit, load
     // or thaw acts only on ids whose record or index entry is still what it was sent.
     cold_take: true, script_keys::COLD_TAKE;
     cold_commit: true, script_keys::COLD_COMMIT;

@@ -37,7 +37,7 @@ struct Inner {
 /// no shorter first delay), and every call waits behind them, which held deliveries up to
 /// ~1.3 s after a restarted Redis answered. The callers' loops set the pace instead
 /// (`durable::retry`), and a call that met a refused connection (never sent) is sent
-/// again at once on the new attempt (`Queue::call_retrying`).
+/// again at once on the new attempt (`Rdb::call_retrying`).
 fn config() -> ConnectionManagerConfig {
     ConnectionManagerConfig::new()
         .set_connection_timeout(Duration::from_secs(5))

@@ -5,7 +5,6 @@ use crate::error::Error;
 use crate::queue::{check_id, Queue};
 use crate::reply;
 use redis::AsyncCommands;
-use std::time::SystemTime;
 
 impl Queue {
     /// Up to `limit` dead jobs (at most 10,000), oldest first, from the `offset`-th: id,
@@ -131,61 +130,6 @@ impl Queue {
         };
         let info = reply::parse_record(jobs, id, &record, error, staged.is_some(), lease)?;
         Ok(info)
-    }
-
-    /// Counts of the queue's jobs by state, its leader, and the leader's promotion lag.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::is_redis`], [`Error::is_garbage`].
-    pub async fn stats(&self) -> Result<crate::Stats, Error> {
-        let meta = self.rdb().meta_key();
-        type Counts = (
-            u64,
-            u64,
-            u64,
-            u64,
-            Vec<Option<String>>,
-            (u64, u64),
-            Vec<(String, String)>,
-        );
-        let (jobs, ready, flight, dead, fields, time, segments): Counts = redis::pipe()
-            .hlen(self.rdb().key(Key::Jobs))
-            .llen(self.rdb().key(Key::Ready))
-            .zcard(self.rdb().key(Key::Flight))
-            .zcard(self.rdb().key(Key::Dead))
-            .hget(
-                meta,
-                &[
-                    "holder", "token", "expires", "lag_p50", "lag_p99", "promoted", "clock",
-                    "lag_sum",
-                ],
-            )
-            .cmd("TIME")
-            .hgetall(self.rdb().key(Key::ColdSegs))
-            .query_async(&mut self.rdb().conn())
-            .await
-            .map_err(|err| Error::redis(meta, "stats", err))?;
-        let mut stats = crate::read::stats::build(meta, jobs, ready, flight, dead, &fields, time)?;
-        for (_, segment) in &segments {
-            let (_, left, _) = crate::cold::view::parse_segment(segment).ok_or_else(|| {
-                Error::garbage(
-                    self.rdb().key(Key::ColdSegs),
-                    format!("value {segment:?} is not a segment's"),
-                )
-            })?;
-            stats.cold += left;
-        }
-        Ok(stats)
-    }
-
-    /// The time on the queue's clock: Redis `TIME`, or the manual clock if one is set.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::is_redis`], [`Error::is_garbage`].
-    pub async fn now(&self) -> Result<SystemTime, Error> {
-        Ok(self.stats().await?.now)
     }
 
     /// Whether the queue is on its server: whether any of its keys exists (its jobs, its

@@ -1,6 +1,6 @@
 //! [`Stats`]: counts of a queue's jobs, its leader, its promotion lag.
 
-use crate::contract::system_time;
+use crate::contract::{system_time, Key};
 use crate::error::Error;
 use std::time::{Duration, SystemTime};
 
@@ -110,4 +110,52 @@ pub(crate) fn build(
         now: system_time(now_ms),
         manual_clock: manual.is_some(),
     })
+}
+
+impl crate::Queue {
+    /// Counts of the queue's jobs by state, its leader, and the leader's promotion lag.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::is_redis`], [`Error::is_garbage`].
+    pub async fn stats(&self) -> Result<crate::Stats, Error> {
+        let meta = self.rdb().meta_key();
+        type Counts = (
+            u64,
+            u64,
+            u64,
+            u64,
+            Vec<Option<String>>,
+            (u64, u64),
+            Vec<(String, String)>,
+        );
+        let (jobs, ready, flight, dead, fields, time, segments): Counts = redis::pipe()
+            .hlen(self.rdb().key(Key::Jobs))
+            .llen(self.rdb().key(Key::Ready))
+            .zcard(self.rdb().key(Key::Flight))
+            .zcard(self.rdb().key(Key::Dead))
+            .hget(
+                meta,
+                &[
+                    "holder", "token", "expires", "lag_p50", "lag_p99", "promoted", "clock",
+                    "lag_sum",
+                ],
+            )
+            .cmd("TIME")
+            .hgetall(self.rdb().key(Key::ColdSegs))
+            .query_async(&mut self.rdb().conn())
+            .await
+            .map_err(|err| Error::redis(meta, "stats", err))?;
+        let mut stats = crate::read::stats::build(meta, jobs, ready, flight, dead, &fields, time)?;
+        for (_, segment) in &segments {
+            let (_, left, _) = crate::cold::view::parse_segment(segment).ok_or_else(|| {
+                Error::garbage(
+                    self.rdb().key(Key::ColdSegs),
+                    format!("value {segment:?} is not a segment's"),
+                )
+            })?;
+            stats.cold += left;
+        }
+        Ok(stats)
+    }
 }

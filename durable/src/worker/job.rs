@@ -2,8 +2,7 @@
 //! became of a failed one.
 
 use crate::contract::system_time;
-use crate::rdb::deliver::Delivered;
-pub use crate::rdb::deliver::Failed;
+use crate::rdb::deliver::{Delivered, Fell};
 #[cfg(doc)]
 use crate::Worker;
 use std::time::{Duration, SystemTime};
@@ -119,4 +118,52 @@ pub(crate) fn job(
         claimed_ms: now,
         received,
     })
+}
+
+/// What became of a failed delivery (see [`Worker::fail`]).
+///
+/// # Examples
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use tickless_durable::{Failed, Queue, WorkerOptions};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), tickless_durable::Error> {
+/// # let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1/".into());
+/// let queue = Queue::connect(&url, "emails").await?.with_max_attempts(2);
+/// queue.schedule("welcome:7", b"ann@example.com", Duration::ZERO).await?;
+/// let mut worker = queue.worker(WorkerOptions::default());
+///
+/// let first = worker.claim(1).await?.remove(0);
+/// let failed = worker.fail(&first, "smtp: 451 try again later").await?;
+/// assert_eq!(failed, Failed::Retried); // attempt 1 of 2: again after the backoff
+/// match failed {
+///     Failed::Retried => println!("{} retried after the backoff", first.id()),
+///     Failed::Dead => println!("{} is in the dead set", first.id()),
+///     Failed::LeaseLost => println!("{} is no longer ours", first.id()),
+///     _ => {}
+/// }
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Failed {
+    /// It will be delivered again after the backoff.
+    Retried,
+    /// It was the last attempt: the job is in the dead set.
+    Dead,
+    /// This delivery no longer held the job (its lease ended, or it was cancelled).
+    LeaseLost,
+}
+
+impl From<Fell> for Failed {
+    fn from(fell: Fell) -> Failed {
+        match fell {
+            Fell::Retried => Failed::Retried,
+            Fell::Dead => Failed::Dead,
+            Fell::LeaseLost => Failed::LeaseLost,
+        }
+    }
 }

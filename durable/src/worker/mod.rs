@@ -195,7 +195,8 @@ impl Worker {
             &error,
             false,
         )
-        .await?;
+        .await?
+        .into();
         crate::trace::event!(
             warn,
             queue = self.queue.name(),
