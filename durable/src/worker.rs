@@ -262,6 +262,65 @@ impl Worker {
         self.give_back_deliveries(&deliveries(jobs)).await
     }
 
+    /// As [`claim`](Worker::claim), but waits for a ready job only until `deadline`
+    /// (then answers none): the HTTP API's long-poll claim. Only the wait is cut short;
+    /// a claim script once sent is always read, so no job is claimed and then dropped.
+    #[cfg(feature = "api")]
+    pub(crate) async fn claim_until(
+        &mut self,
+        max: usize,
+        deadline: Instant,
+    ) -> Result<Vec<Job>, Error> {
+        loop {
+            let jobs = self.try_claim(max).await?;
+            if !jobs.is_empty() || max == 0 || Instant::now() >= deadline {
+                return Ok(jobs);
+            }
+            let waited = tokio::time::timeout_at(deadline, async {
+                let ready = self.queue.key(Key::Ready).to_string();
+                self.wait()
+                    .await?
+                    .await
+                    .map_err(|err| Error::redis(&ready, "BLMOVE", err))
+            })
+            .await;
+            match waited {
+                Ok(Ok(())) => {}
+                Ok(Err(err)) => {
+                    self.waiter = None;
+                    return Err(err);
+                }
+                // The blocked BLMOVE ends with its connection, dropped here.
+                Err(_) => {
+                    self.waiter = None;
+                    return Ok(Vec::new());
+                }
+            }
+        }
+    }
+
+    /// As [`fail`](Worker::fail) for delivery `delivery` of job `id`, without its
+    /// [`Job`], retried after `delay` (not the worker's backoff): the HTTP API's fail.
+    #[cfg(feature = "api")]
+    pub(crate) async fn fail_delivery(
+        &self,
+        id: &str,
+        delivery: u64,
+        delay: Duration,
+        error: &str,
+    ) -> Result<Failed, Error> {
+        let error: String = error.chars().take(1024).collect();
+        rdb::fail(
+            &self.queue,
+            id.as_bytes(),
+            delivery,
+            delay.as_millis(),
+            &error,
+            false,
+        )
+        .await
+    }
+
     pub(crate) async fn give_back_deliveries(
         &self,
         deliveries: &[(&str, u64)],

@@ -137,6 +137,14 @@ pub(crate) struct Serve {
     /// HTTPS (a proxy's TLS).
     #[arg(long, env = "TICKLESS_DASHBOARD_SECURE_COOKIE", value_parser = clap::builder::FalseyValueParser::new())]
     pub(crate) secure_cookie: bool,
+    /// The HTTP API's tokens (cargo feature `api`; the API is under /v1/): a file of one
+    /// token a line, `<name> <scopes> <queues> <secret>`, scopes comma-separated from
+    /// schedule, work, read, admin; queues comma-separated or `*`; a secret of at least 16
+    /// bytes; `#` starts a comment line. Or the same lines in TICKLESS_API_TOKENS (lines
+    /// separated by newlines or `;`), never on the command line. Without tokens the API
+    /// refuses every request.
+    #[arg(long, env = "TICKLESS_API_TOKENS_FILE", value_name = "FILE")]
+    pub(crate) api_tokens_file: Option<std::path::PathBuf>,
 }
 
 /// The command line with `env_url` (REDIS_URL) put where the command's URL goes when it

@@ -20,6 +20,8 @@
 //! (The leader, worker and scheduler processes the crash tests kill are the crash tests'
 //! own: `durable/tests/durable_crash/roles.rs`.)
 
+#[cfg(feature = "api")]
+mod api;
 mod args;
 
 use args::{options, with_env_url, Cli, Command, Redis, Serve};
@@ -331,6 +333,8 @@ async fn serve(args: Serve) -> Result<(), String> {
             format!("{} queue(s)", args.queues.len()),
         )
     };
+    #[cfg(feature = "api")]
+    let (api, api_shown) = api::router(&args).await?;
     let token = args.token.unwrap_or_default();
     let actions = !args.read_only && !token.is_empty();
     let app = dashboard
@@ -339,6 +343,8 @@ async fn serve(args: Serve) -> Result<(), String> {
         .public_read(args.public_read)
         .secure_cookie(args.secure_cookie)
         .router();
+    #[cfg(feature = "api")]
+    let app = app.merge(api);
     let addr = &args.addr;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
@@ -353,6 +359,8 @@ async fn serve(args: Serve) -> Result<(), String> {
             "read-only"
         }
     );
+    #[cfg(feature = "api")]
+    println!("{api_shown} on http://{local}/v1/");
     axum::serve(listener, app)
         .await
         .map_err(|e| format!("the server stopped: {e}"))

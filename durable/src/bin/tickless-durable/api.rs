@@ -1,0 +1,48 @@
+//! `serve`'s HTTP API (feature `api`): its queues and its tokens.
+
+use crate::args::{options, Serve};
+use tickless_durable::api::{Api, Token};
+
+/// The API's router for `serve`'s queues (every queue of the server when none is
+/// named), and what to print of it. Tokens come from `--api-tokens-file` (or
+/// `TICKLESS_API_TOKENS_FILE`) or `TICKLESS_API_TOKENS`, never from an argument that
+/// the process list shows.
+pub(crate) async fn router(args: &Serve) -> Result<(axum::Router, String), String> {
+    let tokens = tokens(args)?;
+    let options = options(&args.redis)?;
+    let api = if args.queues.is_empty() {
+        Api::new([]).any_queue(options)
+    } else {
+        let mut queues = Vec::new();
+        for name in &args.queues {
+            queues.push(options.connect(name).await.map_err(|e| e.to_string())?);
+        }
+        Api::new(queues)
+    };
+    let shown = if tokens.is_empty() {
+        "API refusing every request (no token: see --api-tokens-file)".to_string()
+    } else {
+        let names: Vec<&str> = tokens.iter().map(Token::name).collect();
+        format!("API with {} token(s) ({})", tokens.len(), names.join(", "))
+    };
+    Ok((api.tokens(tokens).router(), shown))
+}
+
+fn tokens(args: &Serve) -> Result<Vec<Token>, String> {
+    let text = std::env::var("TICKLESS_API_TOKENS")
+        .ok()
+        .filter(|t| !t.trim().is_empty());
+    match (&args.api_tokens_file, text) {
+        (Some(_), Some(_)) => Err(
+            "give the API's tokens in --api-tokens-file or TICKLESS_API_TOKENS, not both".into(),
+        ),
+        (Some(path), None) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read the API tokens file {}: {e}", path.display()))?;
+            Token::parse_lines(&text).map_err(|e| format!("{}: {e}", path.display()))
+        }
+        (None, Some(text)) => Token::parse_lines(&text.replace(';', "\n"))
+            .map_err(|e| format!("TICKLESS_API_TOKENS: {e}")),
+        (None, None) => Ok(Vec::new()),
+    }
+}
