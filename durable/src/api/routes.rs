@@ -12,7 +12,7 @@ use super::problem::Problem;
 use super::State;
 use crate::contract::MAX_BATCH;
 use crate::{Queue, When, WorkerOptions};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
@@ -50,15 +50,24 @@ pub(super) fn router(state: Arc<State>) -> Router {
         .with_state(state)
 }
 
-/// The queue, once the token may do `scope` on it.
-async fn open(
-    state: &State,
-    headers: &HeaderMap,
-    queue: &str,
-    scope: Scope,
-) -> Result<Queue, Problem> {
-    let token = auth::caller(&state.tokens, headers)?;
-    auth::check(token, scope, queue)?;
+/// The token of a request, checked before its body is read: a request without a valid
+/// token is refused whatever its body.
+pub(super) struct Caller(usize);
+
+impl axum::extract::FromRequestParts<Arc<State>> for Caller {
+    type Rejection = Problem;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &Arc<State>,
+    ) -> Result<Caller, Problem> {
+        auth::caller(&state.tokens, &parts.headers).map(Caller)
+    }
+}
+
+/// The queue, once the caller's token may do `scope` on it.
+async fn open(state: &State, caller: Caller, queue: &str, scope: Scope) -> Result<Queue, Problem> {
+    auth::check(&state.tokens[caller.0], scope, queue)?;
     state.queue(queue).await
 }
 
@@ -104,11 +113,11 @@ fn outcome(added: bool) -> Outcome {
     ))]
 pub(super) async fn schedule(
     state: Shared,
+    caller: Caller,
     PathOf(queue): PathOf<String>,
-    headers: HeaderMap,
     Body(job): Body<NewJob>,
 ) -> Answer {
-    let queue = open(&state, &headers, &queue, Scope::Schedule).await?;
+    let queue = open(&state, caller, &queue, Scope::Schedule).await?;
     let (id, payload, when) = checked(job)?;
     let added = queue.schedule(&id, &payload, when).await?;
     let status = if added {
@@ -135,11 +144,11 @@ pub(super) async fn schedule(
     responses((status = 200, description = "Each job's outcome, in order", body = BatchScheduled)))]
 pub(super) async fn schedule_batch(
     state: Shared,
+    caller: Caller,
     PathOf(queue): PathOf<String>,
-    headers: HeaderMap,
     Body(batch): Body<NewJobs>,
 ) -> Answer {
-    let queue = open(&state, &headers, &queue, Scope::Schedule).await?;
+    let queue = open(&state, caller, &queue, Scope::Schedule).await?;
     if batch.jobs.len() > MAX_BATCH {
         return Err(Problem::too_many(format!(
             "{} jobs in one batch, above the limit of {MAX_BATCH}",
@@ -174,10 +183,10 @@ pub(super) async fn schedule_batch(
     responses((status = 200, description = "The job", body = JobView)))]
 pub(super) async fn job(
     state: Shared,
+    caller: Caller,
     PathOf((queue, id)): PathOf<(String, String)>,
-    headers: HeaderMap,
 ) -> Answer {
-    let queue = open(&state, &headers, &queue, Scope::Read).await?;
+    let queue = open(&state, caller, &queue, Scope::Read).await?;
     match queue.job(&id).await? {
         Some(info) => ok(JobView::from(info)),
         None => Err(Problem::not_found(format!(
@@ -194,10 +203,10 @@ pub(super) async fn job(
     responses((status = 200, description = "`done`: there was such a job", body = Done)))]
 pub(super) async fn cancel(
     state: Shared,
+    caller: Caller,
     PathOf((queue, id)): PathOf<(String, String)>,
-    headers: HeaderMap,
 ) -> Answer {
-    let queue = open(&state, &headers, &queue, Scope::Schedule).await?;
+    let queue = open(&state, caller, &queue, Scope::Schedule).await?;
     ok(Done {
         done: queue.cancel(&id).await?,
     })
@@ -211,11 +220,11 @@ pub(super) async fn cancel(
     responses((status = 200, description = "`done`: the job was waiting and moved", body = Done)))]
 pub(super) async fn reschedule(
     state: Shared,
+    caller: Caller,
     PathOf((queue, id)): PathOf<(String, String)>,
-    headers: HeaderMap,
     Body(due): Body<NewDue>,
 ) -> Answer {
-    let queue = open(&state, &headers, &queue, Scope::Schedule).await?;
+    let queue = open(&state, caller, &queue, Scope::Schedule).await?;
     let when = Due {
         delay_ms: due.delay_ms,
         at: due.at.as_deref(),
@@ -232,10 +241,10 @@ pub(super) async fn reschedule(
     responses((status = 200, description = "The schedules", body = Schedules)))]
 pub(super) async fn schedules(
     state: Shared,
+    caller: Caller,
     PathOf(queue): PathOf<String>,
-    headers: HeaderMap,
 ) -> Answer {
-    let queue = open(&state, &headers, &queue, Scope::Read).await?;
+    let queue = open(&state, caller, &queue, Scope::Read).await?;
     let schedules = queue
         .schedules()
         .await?
@@ -254,11 +263,11 @@ pub(super) async fn schedules(
     responses((status = 200, description = "`done`: it was new or changed", body = Done)))]
 pub(super) async fn set_schedule(
     state: Shared,
+    caller: Caller,
     PathOf((queue, id)): PathOf<(String, String)>,
-    headers: HeaderMap,
     Body(body): Body<NewSchedule>,
 ) -> Answer {
-    let queue = open(&state, &headers, &queue, Scope::Schedule).await?;
+    let queue = open(&state, caller, &queue, Scope::Schedule).await?;
     let payload = model::decode(body.payload, body.encoding)?;
     let bad = |detail: &str| {
         Problem::invalid(
@@ -290,10 +299,10 @@ pub(super) async fn set_schedule(
     responses((status = 200, description = "`done`: there was such a schedule", body = Done)))]
 pub(super) async fn unschedule(
     state: Shared,
+    caller: Caller,
     PathOf((queue, id)): PathOf<(String, String)>,
-    headers: HeaderMap,
 ) -> Answer {
-    let queue = open(&state, &headers, &queue, Scope::Schedule).await?;
+    let queue = open(&state, caller, &queue, Scope::Schedule).await?;
     ok(Done {
         done: queue.unschedule(&id).await?,
     })
@@ -303,12 +312,8 @@ pub(super) async fn unschedule(
 #[utoipa::path(get, path = "/v1/queues/{queue}/counts", tag = "queues",
     params(("queue" = String, Path, description = "The queue's name")),
     responses((status = 200, description = "Counts", body = Counts)))]
-pub(super) async fn counts(
-    state: Shared,
-    PathOf(queue): PathOf<String>,
-    headers: HeaderMap,
-) -> Answer {
-    let queue = open(&state, &headers, &queue, Scope::Read).await?;
+pub(super) async fn counts(state: Shared, PathOf(queue): PathOf<String>, caller: Caller) -> Answer {
+    let queue = open(&state, caller, &queue, Scope::Read).await?;
     let stats = queue.stats().await?;
     ok(Counts {
         scheduled: stats.scheduled,
@@ -325,11 +330,11 @@ pub(super) async fn counts(
     responses((status = 200, description = "Dead jobs", body = DeadJobs)))]
 pub(super) async fn dead(
     state: Shared,
+    caller: Caller,
     PathOf(queue): PathOf<String>,
     QueryOf(page): QueryOf<Page>,
-    headers: HeaderMap,
 ) -> Answer {
-    let queue = open(&state, &headers, &queue, Scope::Read).await?;
+    let queue = open(&state, caller, &queue, Scope::Read).await?;
     if !(1..=MAX_PAGE).contains(&page.limit) {
         return Err(Problem::invalid(
             "invalid-page",
@@ -352,10 +357,10 @@ pub(super) async fn dead(
     responses((status = 200, description = "`done`: there was such a dead job", body = Done)))]
 pub(super) async fn retry_dead(
     state: Shared,
+    caller: Caller,
     PathOf((queue, id)): PathOf<(String, String)>,
-    headers: HeaderMap,
 ) -> Answer {
-    let queue = open(&state, &headers, &queue, Scope::Admin).await?;
+    let queue = open(&state, caller, &queue, Scope::Admin).await?;
     ok(Done {
         done: queue.retry_dead(&id).await?,
     })
@@ -370,11 +375,11 @@ pub(super) async fn retry_dead(
     responses((status = 200, description = "The jobs claimed (none if the wait ended first)", body = Claimed)))]
 pub(super) async fn claim(
     state: Shared,
+    caller: Caller,
     PathOf(queue): PathOf<String>,
-    headers: HeaderMap,
     Body(claim): Body<Claim>,
 ) -> Answer {
-    let queue = open(&state, &headers, &queue, Scope::Work).await?;
+    let queue = open(&state, caller, &queue, Scope::Work).await?;
     if !(1..=MAX_CLAIM).contains(&claim.max) {
         return Err(Problem::invalid(
             "invalid-claim",
@@ -434,11 +439,11 @@ fn deliveries(refs: &[model::DeliveryRef]) -> Result<Vec<(&str, u64)>, Problem> 
     responses((status = 200, description = "How many were acked", body = Count)))]
 pub(super) async fn ack(
     state: Shared,
+    caller: Caller,
     PathOf(queue): PathOf<String>,
-    headers: HeaderMap,
     Body(body): Body<Ack>,
 ) -> Answer {
-    let queue = open(&state, &headers, &queue, Scope::Work).await?;
+    let queue = open(&state, caller, &queue, Scope::Work).await?;
     let acks: Vec<(String, u64)> = deliveries(&body.deliveries)?
         .into_iter()
         .map(|(id, delivery)| (id.to_string(), delivery))
@@ -457,11 +462,11 @@ pub(super) async fn ack(
     responses((status = 200, description = "What became of it", body = FailOutcome)))]
 pub(super) async fn fail(
     state: Shared,
+    caller: Caller,
     PathOf(queue): PathOf<String>,
-    headers: HeaderMap,
     Body(body): Body<Fail>,
 ) -> Answer {
-    let queue = open(&state, &headers, &queue, Scope::Work).await?;
+    let queue = open(&state, caller, &queue, Scope::Work).await?;
     crate::queue::check_id(&body.id)?;
     Due {
         delay_ms: Some(body.delay_ms),
@@ -490,11 +495,11 @@ pub(super) async fn fail(
     responses((status = 200, description = "How many were extended", body = Count)))]
 pub(super) async fn extend(
     state: Shared,
+    caller: Caller,
     PathOf(queue): PathOf<String>,
-    headers: HeaderMap,
     Body(body): Body<Extend>,
 ) -> Answer {
-    let queue = open(&state, &headers, &queue, Scope::Work).await?;
+    let queue = open(&state, caller, &queue, Scope::Work).await?;
     let mut options = WorkerOptions::default();
     options.lease = model::lease_of(body.lease_ms)?;
     let deliveries = deliveries(&body.deliveries)?;
