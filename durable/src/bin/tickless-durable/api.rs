@@ -2,20 +2,32 @@
 
 use crate::args::{options, Serve};
 use tickless_durable::api::{Api, Token};
+use tickless_durable::{LeaderHandle, LeaderOptions};
 
 /// The API's router for `serve`'s queues (every queue of the server when none is
 /// named), and what to print of it. Tokens come from `--api-tokens-file` (or
 /// `TICKLESS_API_TOKENS_FILE`) or `TICKLESS_API_TOKENS`, never from an argument that
-/// the process list shows.
-pub(crate) async fn router(args: &Serve) -> Result<(axum::Router, String), String> {
+/// the process list shows. With `--lead`, the leaders of the named queues, running until
+/// dropped.
+pub(crate) async fn router(
+    args: &Serve,
+) -> Result<(axum::Router, String, Vec<LeaderHandle>), String> {
     let tokens = tokens(args)?;
     let options = options(&args.redis)?;
+    let mut leaders = Vec::new();
     let api = if args.queues.is_empty() {
+        if args.lead {
+            return Err("--lead leads the queues named: name them".into());
+        }
         Api::new([]).any_queue(options)
     } else {
         let mut queues = Vec::new();
         for name in &args.queues {
-            queues.push(options.connect(name).await.map_err(|e| e.to_string())?);
+            let queue = options.connect(name).await.map_err(|e| e.to_string())?;
+            if args.lead {
+                leaders.push(queue.leader(LeaderOptions::default()).spawn());
+            }
+            queues.push(queue);
         }
         Api::new(queues)
     };
@@ -25,7 +37,12 @@ pub(crate) async fn router(args: &Serve) -> Result<(axum::Router, String), Strin
         let names: Vec<&str> = tokens.iter().map(Token::name).collect();
         format!("API with {} token(s) ({})", tokens.len(), names.join(", "))
     };
-    Ok((api.tokens(tokens).router(), shown))
+    let shown = if args.lead {
+        format!("{shown}, leading {} queue(s),", leaders.len())
+    } else {
+        shown
+    };
+    Ok((api.tokens(tokens).router(), shown, leaders))
 }
 
 fn tokens(args: &Serve) -> Result<Vec<Token>, String> {

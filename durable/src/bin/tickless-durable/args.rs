@@ -145,6 +145,11 @@ pub(crate) struct Serve {
     /// refuses every request.
     #[arg(long, env = "TICKLESS_API_TOKENS_FILE", value_name = "FILE")]
     pub(crate) api_tokens_file: Option<std::path::PathBuf>,
+    /// Also runs a fenced leader for each named queue (cargo feature `api`), so that jobs
+    /// scheduled through the API come due with no other process: several `serve`s may
+    /// lead the same queues, one at a time is elected.
+    #[arg(long, env = "TICKLESS_SERVE_LEAD", value_parser = clap::builder::FalseyValueParser::new())]
+    pub(crate) lead: bool,
 }
 
 /// The command line with `env_url` (REDIS_URL) put where the command's URL goes when it

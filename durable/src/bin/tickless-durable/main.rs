@@ -334,7 +334,7 @@ async fn serve(args: Serve) -> Result<(), String> {
         )
     };
     #[cfg(feature = "api")]
-    let (api, api_shown) = api::router(&args).await?;
+    let (api, api_shown, _leaders) = api::router(&args).await?;
     let token = args.token.unwrap_or_default();
     let actions = !args.read_only && !token.is_empty();
     let app = dashboard
