@@ -462,6 +462,15 @@ async fn bad_requests_get_their_4xx_problem_and_change_nothing() {
             422,
             "invalid-body",
         ),
+        // serde would read a struct from an array: only an object is a body.
+        (
+            "POST",
+            format!("{jobs}/a/reschedule"),
+            Some("[null, null]".into()),
+            422,
+            "invalid-body",
+        ),
+        ("POST", jobs.clone(), Some(r#"["a"]"#.into()), 422, "invalid-body"),
         (
             "POST",
             format!("/v1/queues/{q}/claim"),

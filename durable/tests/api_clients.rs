@@ -31,7 +31,10 @@ fn serve(url: &str, queue: &str) -> Served {
     let mut child = Command::new(env!("CARGO_BIN_EXE_tickless-durable"))
         .args(["serve", url, queue, "--lead"])
         .env("TICKLESS_DASHBOARD_ADDR", "127.0.0.1:0")
-        .env("TICKLESS_API_TOKENS", format!("clients admin,schedule,work,read {queue} {TOKEN}"))
+        .env(
+            "TICKLESS_API_TOKENS",
+            format!("clients admin,schedule,work,read {queue} {TOKEN}"),
+        )
         .env_remove("TICKLESS_API_TOKENS_FILE")
         .stdout(Stdio::piped())
         .spawn()
@@ -47,7 +50,10 @@ fn serve(url: &str, queue: &str) -> Served {
         .to_string();
     let mut api_line = String::new();
     stdout.read_line(&mut api_line).unwrap();
-    assert!(api_line.contains("API with 1 token(s) (clients), leading 1 queue(s)"), "{api_line}");
+    assert!(
+        api_line.contains("API with 1 token(s) (clients), leading 1 queue(s)"),
+        "{api_line}"
+    );
     assert!(!api_line.contains(TOKEN));
     // Drained, so that a later line cannot block serve on a full pipe.
     std::thread::spawn(move || for _ in stdout.lines() {});
@@ -61,7 +67,9 @@ fn run_client(program: &str, script: &str) {
     let server = support::RedisServer::start();
     let queue = support::queue_name("clients");
     let served = serve(&server.url(), &queue);
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/api_clients").join(script);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/api_clients")
+        .join(script);
     let ended = support::run_to_end(
         Command::new(program)
             .arg(&script)

@@ -26,6 +26,7 @@ pub(crate) enum Encoding {
 pub(crate) struct NewJob {
     /// The job's id, 1 to 512 bytes. Scheduling an id that names a job adds nothing
     /// (the answer says `exists`).
+    #[schema(min_length = 1, max_length = 512)]
     pub(crate) id: String,
     /// The payload (at most 1 MiB once decoded); empty if left out.
     #[serde(default)]
@@ -38,6 +39,7 @@ pub(crate) struct NewJob {
     pub(crate) delay_ms: Option<u64>,
     /// Due at this RFC 3339 instant (`2026-12-01T09:00:00Z`); one in the past is due now.
     #[serde(default)]
+    #[schema(format = DateTime)]
     pub(crate) at: Option<String>,
 }
 
@@ -50,6 +52,7 @@ pub(crate) struct NewDue {
     pub(crate) delay_ms: Option<u64>,
     /// Due at this RFC 3339 instant.
     #[serde(default)]
+    #[schema(format = DateTime)]
     pub(crate) at: Option<String>,
 }
 
@@ -181,13 +184,16 @@ pub(crate) struct DeadJobs {
 pub(crate) struct Claim {
     /// 1 to 1000 (default 1).
     #[serde(default = "one")]
+    #[schema(minimum = 1, maximum = 1000)]
     pub(crate) max: u32,
     /// How long to wait for a ready job, 0 to 30,000 ms (default 0: answer at once).
     #[serde(default)]
+    #[schema(maximum = 30000)]
     pub(crate) wait_ms: u64,
     /// How long each delivery holds its job before it is delivered again to another
     /// claim: 10 to 86,400,000 ms (default 30,000). Extend it while working.
     #[serde(default = "lease")]
+    #[schema(minimum = 10, maximum = 86400000)]
     pub(crate) lease_ms: u64,
 }
 
@@ -223,6 +229,7 @@ pub(crate) struct Delivery {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct DeliveryRef {
+    #[schema(min_length = 1, max_length = 512)]
     pub(crate) id: String,
     pub(crate) delivery: u64,
 }
@@ -243,6 +250,7 @@ pub(crate) struct Extend {
     pub(crate) deliveries: Vec<DeliveryRef>,
     /// The new lease, from now: 10 to 86,400,000 ms (default 30,000).
     #[serde(default = "lease")]
+    #[schema(minimum = 10, maximum = 86400000)]
     pub(crate) lease_ms: u64,
 }
 
@@ -256,6 +264,7 @@ pub(crate) struct Count {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Fail {
+    #[schema(min_length = 1, max_length = 512)]
     pub(crate) id: String,
     pub(crate) delivery: u64,
     /// Why (kept as the job's last error; at most 1024 characters are kept).
@@ -286,9 +295,10 @@ pub(crate) struct FailOutcome {
 pub(crate) struct Page {
     /// Jobs to skip (default 0).
     #[serde(default)]
-    pub(crate) offset: u32,
+    pub(crate) offset: u64,
     /// At most this many, 1 to 1000 (default 100).
     #[serde(default = "hundred")]
+    #[param(minimum = 1, maximum = 1000)]
     pub(crate) limit: u32,
 }
 
