@@ -470,7 +470,13 @@ async fn bad_requests_get_their_4xx_problem_and_change_nothing() {
             422,
             "invalid-body",
         ),
-        ("POST", jobs.clone(), Some(r#"["a"]"#.into()), 422, "invalid-body"),
+        (
+            "POST",
+            jobs.clone(),
+            Some(r#"["a"]"#.into()),
+            422,
+            "invalid-body",
+        ),
         (
             "POST",
             format!("/v1/queues/{q}/claim"),

@@ -98,3 +98,94 @@ fn a_python_service_schedules_cancels_and_works_jobs() {
 fn a_node_service_schedules_cancels_and_works_jobs() {
     run_client("node", "client.mjs");
 }
+
+/// schemathesis (PyPI; `TICKLESS_SCHEMATHESIS` names its binary, scripts/test.sh
+/// installs it in a venv) on every operation of the served document, with the token and
+/// without: no 5xx, every status and body as documented, schema-violating requests
+/// refused, auth enforced. (Not `positive_data_acceptance`: a request the schema allows
+/// may still be refused for what a schema cannot say, such as a due time past 2^52 ms.)
+#[test]
+fn schemathesis_finds_no_server_error_and_every_answer_fits_the_document() {
+    let Ok(schemathesis) = std::env::var("TICKLESS_SCHEMATHESIS") else {
+        panic!(
+            "TICKLESS_SCHEMATHESIS must name the schemathesis binary: scripts/test.sh \
+             installs it (python3 -m venv V && V/bin/pip install schemathesis==4.32.5)"
+        );
+    };
+    let server = support::RedisServer::start();
+    let queue = support::queue_name("schemathesis");
+    // Ready jobs, so that claims answer at once instead of waiting out wait_ms (up to
+    // 30 s each on an empty queue); claims take at most 1000 each.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let queue = tickless_durable::Queue::connect(&server.url(), &queue)
+            .await
+            .unwrap();
+        let ids: Vec<String> = (0..100_000).map(|n| format!("ready:{n}")).collect();
+        let now = tickless_durable::When::After(Duration::ZERO);
+        queue
+            .schedule_batch(ids.iter().map(|id| (id.as_str(), b"x", now)))
+            .await
+            .unwrap();
+    });
+    let served = serve(&server.url(), &queue);
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/api_clients/schemathesis.toml");
+    let document = format!("{}/v1/openapi.json", served.base);
+    let bearer = format!("Authorization: Bearer {TOKEN}");
+    for token in [Some(bearer.as_str()), None] {
+        let mut command = Command::new(&schemathesis);
+        command
+            .arg("--config-file")
+            .arg(&config)
+            .args(["run", &document, "--checks", "all"])
+            .args(["--exclude-checks", "positive_data_acceptance"])
+            .args([
+                "-n",
+                "15",
+                "--seed",
+                "1",
+                "--no-color",
+                "--request-timeout",
+                "35",
+            ])
+            .args(["--suppress-health-check", "filter_too_much"])
+            .env("QUEUE", &queue)
+            .env("NO_COLOR", "1");
+        if let Some(header) = token {
+            command.args(["-H", header]);
+        }
+        let what = format!(
+            "schemathesis {} token",
+            if token.is_some() { "with" } else { "without" }
+        );
+        let ended = support::run_to_end(&mut command, Duration::from_secs(240), &what);
+        assert_eq!(
+            ended.code,
+            Some(0),
+            "{what}:\n{}\n{}",
+            ended.stdout,
+            ended.stderr
+        );
+        // The summary's last line: "No issues found in 7.1s", or "1 warning in 7.1s"
+        // (schemathesis finds an operation whose generated data mostly gets 4xx); never
+        // failures or errors.
+        let last = ended
+            .stdout
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("");
+        assert!(
+            !last.contains("failure") && !last.contains("error") && last.contains(" in "),
+            "{what}:\n{}",
+            ended.stdout
+        );
+        assert!(
+            !ended.stdout.contains(TOKEN),
+            "the token shown in schemathesis's report"
+        );
+    }
+}

@@ -231,6 +231,7 @@ pub(crate) struct Delivery {
 pub(crate) struct DeliveryRef {
     #[schema(min_length = 1, max_length = 512)]
     pub(crate) id: String,
+    #[schema(minimum = 1, maximum = 9007199254740992_u64)]
     pub(crate) delivery: u64,
 }
 
@@ -266,6 +267,7 @@ pub(crate) struct Count {
 pub(crate) struct Fail {
     #[schema(min_length = 1, max_length = 512)]
     pub(crate) id: String,
+    #[schema(minimum = 1, maximum = 9007199254740992_u64)]
     pub(crate) delivery: u64,
     /// Why (kept as the job's last error; at most 1024 characters are kept).
     #[serde(default)]
@@ -295,6 +297,7 @@ pub(crate) struct FailOutcome {
 pub(crate) struct Page {
     /// Jobs to skip (default 0).
     #[serde(default)]
+    #[param(maximum = 1000000000)]
     pub(crate) offset: u64,
     /// At most this many, 1 to 1000 (default 100).
     #[serde(default = "hundred")]
@@ -375,6 +378,21 @@ pub(crate) fn rfc3339(at: SystemTime) -> String {
     chrono::DateTime::from_timestamp_millis(ms)
         .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
         .unwrap_or_default()
+}
+
+/// The largest delivery number: the scripts count in Lua's doubles.
+const MAX_DELIVERY: u64 = 1 << 53;
+
+/// A delivery number a claim could have answered, or a problem.
+pub(crate) fn check_delivery(delivery: u64) -> Result<(), Problem> {
+    if !(1..=MAX_DELIVERY).contains(&delivery) {
+        return Err(Problem::invalid(
+            "invalid-delivery",
+            "Invalid delivery number",
+            format!("delivery {delivery}: not between 1 and 2^53"),
+        ));
+    }
+    Ok(())
 }
 
 /// A lease within the library's bounds, or a problem.

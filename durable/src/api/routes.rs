@@ -342,6 +342,13 @@ pub(super) async fn dead(
             format!("limit {}: not between 1 and {MAX_PAGE}", page.limit),
         ));
     }
+    if page.offset > 1_000_000_000 {
+        return Err(Problem::invalid(
+            "invalid-page",
+            "Invalid page",
+            format!("offset {}: above 1000000000", page.offset),
+        ));
+    }
     let jobs = queue
         .dead(page.offset as usize, page.limit as usize)
         .await?;
@@ -426,6 +433,7 @@ fn deliveries(refs: &[model::DeliveryRef]) -> Result<Vec<(&str, u64)>, Problem> 
     refs.iter()
         .map(|d| {
             crate::queue::check_id(&d.id)?;
+            model::check_delivery(d.delivery)?;
             Ok((d.id.as_str(), d.delivery))
         })
         .collect()
@@ -468,6 +476,7 @@ pub(super) async fn fail(
 ) -> Answer {
     let queue = open(&state, caller, &queue, Scope::Work).await?;
     crate::queue::check_id(&body.id)?;
+    model::check_delivery(body.delivery)?;
     Due {
         delay_ms: Some(body.delay_ms),
         at: None,
