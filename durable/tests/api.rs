@@ -605,8 +605,9 @@ async fn tokens_scopes_and_queue_sets_are_enforced() {
     let q = queue.name().to_string();
     let jobs = format!("/v1/queues/{q}/jobs");
     let job = Some(r#"{"id":"a"}"#);
-    // (token, method, path, body, status)
-    let cases: Vec<(Option<&str>, &str, String, Option<&str>, u16)> = vec![
+    /// (token, method, path, body, status)
+    type Case<'a> = (Option<&'a str>, &'a str, String, Option<&'a str>, u16);
+    let cases: Vec<Case<'_>> = vec![
         (None, "POST", jobs.clone(), job, 401),
         (
             Some("not-a-token-of-this-server"),

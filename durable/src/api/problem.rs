@@ -61,12 +61,6 @@ impl Problem {
         self
     }
 
-    /// The kind, without the prefix.
-    #[cfg(test)]
-    pub(crate) fn kind(&self) -> &str {
-        &self.kind[TYPE_PREFIX.len()..]
-    }
-
     pub(crate) fn invalid(kind: &str, title: &'static str, detail: impl Into<String>) -> Problem {
         Problem::new(StatusCode::UNPROCESSABLE_ENTITY, kind, title, detail)
     }

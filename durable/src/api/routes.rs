@@ -401,8 +401,10 @@ pub(super) async fn claim(
             format!("wait_ms {}: above {MAX_WAIT_MS}", claim.wait_ms),
         ));
     }
-    let mut options = WorkerOptions::default();
-    options.lease = model::lease_of(claim.lease_ms)?;
+    let options = WorkerOptions {
+        lease: model::lease_of(claim.lease_ms)?,
+        ..WorkerOptions::default()
+    };
     let mut worker = queue.worker(options);
     let deadline = tokio::time::Instant::now() + Duration::from_millis(claim.wait_ms);
     let jobs = worker.claim_until(claim.max as usize, deadline).await?;
@@ -509,8 +511,10 @@ pub(super) async fn extend(
     Body(body): Body<Extend>,
 ) -> Answer {
     let queue = open(&state, caller, &queue, Scope::Work).await?;
-    let mut options = WorkerOptions::default();
-    options.lease = model::lease_of(body.lease_ms)?;
+    let options = WorkerOptions {
+        lease: model::lease_of(body.lease_ms)?,
+        ..WorkerOptions::default()
+    };
     let deliveries = deliveries(&body.deliveries)?;
     let extended = queue.worker(options).extend_deliveries(&deliveries).await?;
     ok(Count {
