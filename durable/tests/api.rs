@@ -1096,3 +1096,63 @@ async fn redis_down_answers_503_with_retry_after_and_up_again_works() {
     }
     assert!(queue.job("a").await.unwrap().is_some());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_count_requests_by_operation_status_and_token_name() {
+    let server = support::RedisServer::start();
+    let name = support::queue_name("api-metrics");
+    let queue = Queue::connect(&server.url(), &name).await.unwrap();
+    let api = Api::new([queue.clone()]).tokens(tokens(&name));
+    let metrics = api.metrics();
+    let client = Client::new(api);
+    let jobs = format!("/v1/queues/{name}/jobs");
+    for id in ["a", "b", "a"] {
+        let body = json!({ "id": id }).to_string();
+        client
+            .call("POST", &jobs, Some(SCHEDULER), Some(&body))
+            .await;
+    }
+    client
+        .call("POST", &jobs, Some(READER), Some(r#"{"id":"c"}"#))
+        .await;
+    client
+        .call("POST", &jobs, None, Some(r#"{"id":"c"}"#))
+        .await;
+    let text = metrics.render();
+    let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_string()))).unwrap();
+    let value = |name: &str, labels: &[(&str, &str)]| {
+        scrape
+            .samples
+            .iter()
+            .find(|s| s.metric == name && labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v)))
+            .map(|s| s.value.clone())
+    };
+    use prometheus_parse::Value;
+    let count = |labels: &[(&str, &str)]| match value("tickless_api_requests_total", labels) {
+        Some(Value::Counter(n)) => n,
+        other => panic!("{labels:?}: {other:?}\n{text}"),
+    };
+    assert_eq!(count(&[("operation", "schedule"), ("status", "201")]), 2.0);
+    assert_eq!(count(&[("operation", "schedule"), ("status", "200")]), 1.0);
+    assert_eq!(count(&[("operation", "schedule"), ("status", "403")]), 1.0);
+    assert_eq!(count(&[("operation", "schedule"), ("status", "401")]), 1.0);
+    match value(
+        "tickless_api_request_duration_seconds",
+        &[("operation", "schedule")],
+    ) {
+        Some(Value::Histogram(buckets)) => {
+            assert_eq!(buckets.last().unwrap().count, 5.0, "{text}");
+        }
+        other => panic!("no latency histogram: {other:?}\n{text}"),
+    }
+    match value(
+        "tickless_api_token_requests_total",
+        &[("token", "scheduler")],
+    ) {
+        Some(Value::Counter(n)) => assert_eq!(n, 3.0),
+        other => panic!("{other:?}\n{text}"),
+    }
+    for secret in [ADMIN, SCHEDULER, WORKER, READER, OTHER_QUEUE] {
+        assert!(!text.contains(secret), "{text}");
+    }
+}

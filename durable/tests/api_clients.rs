@@ -87,6 +87,38 @@ fn run_client(program: &str, script: &str) {
         ended.stderr
     );
     assert!(ended.stdout.contains("client: ok"), "{}", ended.stdout);
+    // serve's /metrics: the queue's figures, then the API's, by token name.
+    let metrics = http_get(&served.base, "/metrics");
+    for line in [
+        "tickless_api_requests_total{operation=\"schedule\",status=\"201\"}",
+        "tickless_api_requests_total{operation=\"claim\",status=\"200\"}",
+        "tickless_api_request_duration_seconds_count{operation=\"ack\"}",
+        "tickless_api_token_requests_total{token=\"clients\"}",
+        "tickless_jobs{queue=",
+    ] {
+        assert!(metrics.contains(line), "no {line} in /metrics:\n{metrics}");
+    }
+    assert!(!metrics.contains(TOKEN));
+}
+
+/// The body of `GET path` (HTTP/1.0, so the server closes the connection).
+fn http_get(base: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let addr = base.trim_start_matches("http://");
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply).unwrap();
+    assert!(
+        reply.starts_with("HTTP/1.0 200") || reply.starts_with("HTTP/1.1 200"),
+        "{reply}"
+    );
+    reply
+        .split_once("\r\n\r\n")
+        .map_or(String::new(), |(_, body)| body.to_string())
 }
 
 #[test]

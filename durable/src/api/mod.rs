@@ -69,12 +69,14 @@
 
 mod auth;
 mod extract;
+mod metrics;
 mod model;
 mod openapi;
 mod problem;
 mod routes;
 
 pub use auth::{Scope, Token, MIN_SECRET_BYTES};
+pub use metrics::ApiMetrics;
 
 use crate::{ConnectOptions, Queue};
 use axum::extract::DefaultBodyLimit;
@@ -100,6 +102,7 @@ pub struct Api {
     any_queue: Option<ConnectOptions>,
     tokens: Vec<Token>,
     body_limit: usize,
+    metrics: ApiMetrics,
 }
 
 impl fmt::Debug for Api {
@@ -123,6 +126,7 @@ impl Api {
             any_queue: None,
             tokens: Vec::new(),
             body_limit: DEFAULT_BODY_LIMIT,
+            metrics: ApiMetrics::default(),
         }
     }
 
@@ -154,6 +158,13 @@ impl Api {
         self
     }
 
+    /// The API's request figures (by operation, status and token name; latency), for a
+    /// `/metrics` of your own: [`ApiMetrics::render`]. `tickless-durable serve` adds them
+    /// to the dashboard's `/metrics`.
+    pub fn metrics(&self) -> ApiMetrics {
+        self.metrics.clone()
+    }
+
     /// The axum router: the routes under `/v1/`.
     pub fn router(self) -> axum::Router {
         let body_limit = self.body_limit;
@@ -167,6 +178,7 @@ impl Api {
             opening: tokio::sync::Mutex::new(()),
             any_queue: self.any_queue,
             tokens: self.tokens,
+            metrics: self.metrics.clone(),
         });
         let document = openapi::document();
         let v1 = routes::router(state)
@@ -179,6 +191,7 @@ impl Api {
                     )
                 }),
             )
+            .route_layer(axum::middleware::from_fn_with_state(self.metrics, track))
             .fallback(|| async {
                 Problem::not_found("no such route in the API (see /v1/openapi.json)".into())
                     .into_response()
@@ -195,6 +208,24 @@ struct State {
     opening: tokio::sync::Mutex<()>,
     any_queue: Option<ConnectOptions>,
     tokens: Vec<Token>,
+    metrics: ApiMetrics,
+}
+
+/// Counts a routed request by operation and status, and times it.
+async fn track(
+    axum::extract::State(metrics): axum::extract::State<ApiMetrics>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let route = request
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .map_or("", |path| path.as_str());
+    let operation = metrics::operation(request.method().as_str(), route);
+    let started = std::time::Instant::now();
+    let response = next.run(request).await;
+    metrics.record(operation, response.status().as_u16(), started.elapsed());
+    response
 }
 
 impl State {

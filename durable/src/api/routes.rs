@@ -61,7 +61,9 @@ impl axum::extract::FromRequestParts<Arc<State>> for Caller {
         parts: &mut axum::http::request::Parts,
         state: &Arc<State>,
     ) -> Result<Caller, Problem> {
-        auth::caller(&state.tokens, &parts.headers).map(Caller)
+        let caller = auth::caller(&state.tokens, &parts.headers)?;
+        state.metrics.token_used(state.tokens[caller].name());
+        Ok(Caller(caller))
     }
 }
 

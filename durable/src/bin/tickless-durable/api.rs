@@ -1,7 +1,12 @@
 //! `serve`'s HTTP API (feature `api`): its queues and its tokens.
 
 use crate::args::{options, Serve};
-use tickless_durable::api::{Api, Token};
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::{header, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use tickless_durable::api::{Api, ApiMetrics, Token};
 use tickless_durable::{LeaderHandle, LeaderOptions};
 
 /// The API's router for `serve`'s queues (every queue of the server when none is
@@ -9,9 +14,7 @@ use tickless_durable::{LeaderHandle, LeaderOptions};
 /// `TICKLESS_API_TOKENS_FILE`) or `TICKLESS_API_TOKENS`, never from an argument that
 /// the process list shows. With `--lead`, the leaders of the named queues, running until
 /// dropped.
-pub(crate) async fn router(
-    args: &Serve,
-) -> Result<(axum::Router, String, Vec<LeaderHandle>), String> {
+pub(crate) async fn router(args: &Serve) -> Result<(Mount, String, Vec<LeaderHandle>), String> {
     let tokens = tokens(args)?;
     let options = options(&args.redis)?;
     let mut leaders = Vec::new();
@@ -42,7 +45,12 @@ pub(crate) async fn router(
     } else {
         shown
     };
-    Ok((api.tokens(tokens).router(), shown, leaders))
+    let api = api.tokens(tokens);
+    let mount = Mount {
+        metrics: api.metrics(),
+        router: api.router(),
+    };
+    Ok((mount, shown, leaders))
 }
 
 fn tokens(args: &Serve) -> Result<Vec<Token>, String> {
@@ -62,4 +70,36 @@ fn tokens(args: &Serve) -> Result<Vec<Token>, String> {
             .map_err(|e| format!("TICKLESS_API_TOKENS: {e}")),
         (None, None) => Ok(Vec::new()),
     }
+}
+
+/// The API's router and figures, for [`mount`].
+pub(crate) struct Mount {
+    router: axum::Router,
+    metrics: ApiMetrics,
+}
+
+/// The dashboard's `app` with the API beside it, and the API's figures after the
+/// queues' in `/metrics`.
+pub(crate) fn mount(app: axum::Router, api: Mount) -> axum::Router {
+    let metrics = api.metrics;
+    app.merge(api.router).layer(axum::middleware::from_fn(
+        move |request: Request, next: Next| {
+            let metrics = metrics.clone();
+            async move {
+                let scrape = request.uri().path() == "/metrics";
+                let response = next.run(request).await;
+                if !scrape || response.status() != StatusCode::OK {
+                    return response;
+                }
+                let (mut parts, body) = response.into_parts();
+                let Ok(text) = axum::body::to_bytes(body, 64 << 20).await else {
+                    return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+                };
+                let mut text = text.to_vec();
+                text.extend_from_slice(metrics.render().as_bytes());
+                parts.headers.remove(header::CONTENT_LENGTH);
+                Response::from_parts(parts, Body::from(text))
+            }
+        },
+    ))
 }

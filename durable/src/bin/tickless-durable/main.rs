@@ -344,7 +344,7 @@ async fn serve(args: Serve) -> Result<(), String> {
         .secure_cookie(args.secure_cookie)
         .router();
     #[cfg(feature = "api")]
-    let app = app.merge(api);
+    let app = api::mount(app, api);
     let addr = &args.addr;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
