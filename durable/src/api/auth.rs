@@ -125,8 +125,8 @@ impl Token {
     ///
     /// let tokens = Token::parse_lines("w work * 0123456789abcdef0123\n").unwrap();
     /// assert_eq!(tokens[0].name(), "w");
-    /// let err = Token::parse_lines("w work * short").unwrap_err();
-    /// assert!(err.contains("line 1") && !err.contains("short"), "{err}");
+    /// let err = Token::parse_lines("w work * tiny").unwrap_err();
+    /// assert!(err.contains("line 1") && !err.contains("tiny"), "{err}");
     /// ```
     pub fn parse_lines(text: &str) -> Result<Vec<Token>, String> {
         let mut tokens: Vec<Token> = Vec::new();
