@@ -28,8 +28,13 @@ impl Drop for Served {
 /// `tickless-durable serve <url> <queue> --lead` on a free port, with one admin token for
 /// `queue` (given in the environment, as an operator would).
 fn serve(url: &str, queue: &str) -> Served {
+    serve_with(url, queue, &[])
+}
+
+fn serve_with(url: &str, queue: &str, extra: &[&str]) -> Served {
     let mut child = Command::new(env!("CARGO_BIN_EXE_tickless-durable"))
         .args(["serve", url, queue, "--lead"])
+        .args(extra)
         .env("TICKLESS_DASHBOARD_ADDR", "127.0.0.1:0")
         .env(
             "TICKLESS_API_TOKENS",
@@ -42,8 +47,13 @@ fn serve(url: &str, queue: &str) -> Served {
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
     stdout.read_line(&mut line).unwrap();
+    let scheme = if extra.contains(&"--tls-cert") {
+        "https"
+    } else {
+        "http"
+    };
     let addr = line
-        .split("http://")
+        .split(&format!("{scheme}://"))
         .nth(1)
         .and_then(|rest| rest.split('/').next())
         .unwrap_or_else(|| panic!("no address in serve's first line {line:?}"))
@@ -59,7 +69,7 @@ fn serve(url: &str, queue: &str) -> Served {
     std::thread::spawn(move || for _ in stdout.lines() {});
     Served {
         child,
-        base: format!("http://{addr}"),
+        base: format!("{scheme}://{addr}"),
     }
 }
 
@@ -220,4 +230,84 @@ fn schemathesis_finds_no_server_error_and_every_answer_fits_the_document() {
             "the token shown in schemathesis's report"
         );
     }
+}
+
+/// `serve --tls-cert --tls-key`: a client that trusts the CA schedules and looks up over
+/// HTTPS; plain HTTP to the same port gets no answer.
+#[test]
+fn serve_terminates_tls_with_the_certificate_given() {
+    let server = support::RedisServer::start();
+    let queue = support::queue_name("tls");
+    let dir = std::env::temp_dir().join(format!("tickless-api-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // A self-signed certificate for 127.0.0.1, which the client trusts as its CA.
+    let (cert, key) = (dir.join("server.crt"), dir.join("server.key"));
+    let made = support::run_to_end(
+        Command::new("openssl")
+            .args([
+                "req",
+                "-x509",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:P-256",
+            ])
+            .args(["-nodes", "-days", "1", "-subj", "/CN=localhost"])
+            .args(["-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"])
+            .arg("-keyout")
+            .arg(&key)
+            .arg("-out")
+            .arg(&cert),
+        Duration::from_secs(30),
+        "openssl req",
+    );
+    assert_eq!(made.code, Some(0), "{}", made.stderr);
+    let served = serve_with(
+        &server.url(),
+        &queue,
+        &[
+            "--tls-cert",
+            cert.to_str().unwrap(),
+            "--tls-key",
+            key.to_str().unwrap(),
+        ],
+    );
+    assert!(
+        served.base.starts_with("https://127.0.0.1:"),
+        "{}",
+        served.base
+    );
+    let script = r#"
+import http.client, json, os, ssl, urllib.request, urllib.error
+ctx = ssl.create_default_context(cafile=os.environ["CA"])
+base, q = os.environ["API"], os.environ["QUEUE"]
+def call(method, path, body=None, url=None):
+    req = urllib.request.Request((url or base) + f"/v1/queues/{q}" + path, method=method,
+        data=None if body is None else json.dumps(body).encode())
+    req.add_header("Authorization", "Bearer " + os.environ["TOKEN"])
+    req.add_header("Content-Type", "application/json")
+    with urllib.request.urlopen(req, timeout=30, context=ctx) as resp:
+        return resp.status, json.load(resp)
+assert call("POST", "/jobs", {"id": "secure", "payload": "p", "delay_ms": 60000}) == (201, {"id": "secure", "result": "added"})
+assert call("GET", "/jobs/secure")[1]["state"] == "scheduled"
+try:
+    urllib.request.urlopen(base.replace("https://", "http://") + "/v1/openapi.json", timeout=10)
+    raise SystemExit("plain HTTP answered on the TLS port")
+except (urllib.error.URLError, http.client.HTTPException, OSError) as err:
+    assert "plain HTTP" not in str(err), err
+print("tls client: ok")
+"#;
+    let ended = support::run_to_end(
+        Command::new("python3")
+            .args(["-c", script])
+            .env("API", &served.base)
+            .env("TOKEN", TOKEN)
+            .env("QUEUE", &queue)
+            .env("CA", &cert),
+        Duration::from_secs(60),
+        "python3 over TLS",
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(ended.code, Some(0), "{}\n{}", ended.stdout, ended.stderr);
+    assert!(ended.stdout.contains("tls client: ok"), "{}", ended.stdout);
 }

@@ -103,3 +103,60 @@ pub(crate) fn mount(app: axum::Router, api: Mount) -> axum::Router {
         },
     ))
 }
+
+/// `--tls-cert` and `--tls-key` read into a rustls acceptor (on ring, the provider this
+/// crate already builds), if given.
+pub(crate) fn tls(args: &Serve) -> Result<Option<tokio_rustls::TlsAcceptor>, String> {
+    use tokio_rustls::rustls::pki_types::pem::PemObject;
+    use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) else {
+        return Ok(None);
+    };
+    let certs = CertificateDer::pem_file_iter(cert)
+        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| format!("cannot read the certificates of {}: {e}", cert.display()))?;
+    // The error names the file, never the key's bytes.
+    let key = PrivateKeyDer::from_pem_file(key)
+        .map_err(|e| format!("cannot read the private key of {}: {e}", key.display()))?;
+    let provider = std::sync::Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
+    let config = tokio_rustls::rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .and_then(|builder| builder.with_no_client_auth().with_single_cert(certs, key))
+        .map_err(|e| format!("TLS: {e}"))?;
+    Ok(Some(tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(
+        config,
+    ))))
+}
+
+/// Serves `app` over TLS: each connection's handshake and HTTP/1.1 in a task of its own,
+/// so a slow or failed handshake holds up no one else.
+pub(crate) async fn serve_tls(
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+    acceptor: tokio_rustls::TlsAcceptor,
+) -> Result<(), String> {
+    use hyper_util::rt::TokioIo;
+    use hyper_util::service::TowerToHyperService;
+    loop {
+        let (tcp, _) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            // Out of file descriptors, say: the next accept may succeed.
+            Err(_) => {
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let (acceptor, app) = (acceptor.clone(), app.clone());
+        tokio::spawn(async move {
+            let handshake =
+                tokio::time::timeout(std::time::Duration::from_secs(10), acceptor.accept(tcp));
+            let Ok(Ok(tls)) = handshake.await else {
+                return;
+            };
+            let service = TowerToHyperService::new(app);
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(tls), service)
+                .await;
+        });
+    }
+}

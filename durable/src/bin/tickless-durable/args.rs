@@ -150,6 +150,23 @@ pub(crate) struct Serve {
     /// lead the same queues, one at a time is elected.
     #[arg(long, env = "TICKLESS_SERVE_LEAD", value_parser = clap::builder::FalseyValueParser::new())]
     pub(crate) lead: bool,
+    /// Serves HTTPS (cargo feature `api`): the certificate chain, PEM (with
+    /// --tls-key). Without it, plain HTTP: terminate TLS in a proxy in front.
+    #[arg(
+        long,
+        env = "TICKLESS_SERVE_TLS_CERT",
+        value_name = "FILE",
+        requires = "tls_key"
+    )]
+    pub(crate) tls_cert: Option<std::path::PathBuf>,
+    /// The certificate's private key, PEM (PKCS#8, PKCS#1 or SEC1).
+    #[arg(
+        long,
+        env = "TICKLESS_SERVE_TLS_KEY",
+        value_name = "FILE",
+        requires = "tls_cert"
+    )]
+    pub(crate) tls_key: Option<std::path::PathBuf>,
 }
 
 /// The command line with `env_url` (REDIS_URL) put where the command's URL goes when it

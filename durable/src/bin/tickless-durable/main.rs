@@ -335,6 +335,8 @@ async fn serve(args: Serve) -> Result<(), String> {
     };
     #[cfg(feature = "api")]
     let (api, api_shown, _leaders) = api::router(&args).await?;
+    #[cfg(feature = "api")]
+    let tls = api::tls(&args)?;
     let token = args.token.unwrap_or_default();
     let actions = !args.read_only && !token.is_empty();
     let app = dashboard
@@ -345,6 +347,12 @@ async fn serve(args: Serve) -> Result<(), String> {
         .router();
     #[cfg(feature = "api")]
     let app = api::mount(app, api);
+    #[cfg(not(feature = "api"))]
+    let tls: Option<()> = match args.tls_cert {
+        Some(_) => return Err("--tls-cert needs the `api` feature".into()),
+        None => None,
+    };
+    let scheme = if tls.is_some() { "https" } else { "http" };
     let addr = &args.addr;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
@@ -352,7 +360,7 @@ async fn serve(args: Serve) -> Result<(), String> {
     let local = listener.local_addr().map_err(|e| e.to_string())?;
     // The tests read this line for the port (--addr 127.0.0.1:0).
     println!(
-        "dashboard of {shown} on http://{local}/ ({})",
+        "dashboard of {shown} on {scheme}://{local}/ ({})",
         if actions {
             "actions need the token"
         } else {
@@ -360,7 +368,11 @@ async fn serve(args: Serve) -> Result<(), String> {
         }
     );
     #[cfg(feature = "api")]
-    println!("{api_shown} on http://{local}/v1/");
+    println!("{api_shown} on {scheme}://{local}/v1/");
+    #[cfg(feature = "api")]
+    if let Some(tls) = tls {
+        return api::serve_tls(listener, app, tls).await;
+    }
     axum::serve(listener, app)
         .await
         .map_err(|e| format!("the server stopped: {e}"))
