@@ -300,16 +300,21 @@ impl Worker {
     }
 
     /// As [`fail`](Worker::fail) for delivery `delivery` of job `id`, without its
-    /// [`Job`], retried after `delay` (not the worker's backoff): the HTTP API's fail.
+    /// [`Job`], retried after `delay` (not the worker's backoff), or dead now whatever its
+    /// attempts (`dead`): the HTTP API's fail.
     #[cfg(feature = "api")]
     pub(crate) async fn fail_delivery(
         &self,
         id: &str,
         delivery: u64,
         delay: Duration,
+        dead: bool,
         error: &str,
     ) -> Result<Failed, Error> {
         let error: String = error.chars().take(1024).collect();
+        if dead {
+            return rdb::fail_dead(&self.queue, id.as_bytes(), delivery, &error).await;
+        }
         rdb::fail(
             &self.queue,
             id.as_bytes(),

@@ -1156,3 +1156,50 @@ async fn metrics_count_requests_by_operation_status_and_token_name() {
         assert!(!text.contains(secret), "{text}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fail_with_dead_sends_the_job_to_the_dead_set_at_once() {
+    let (_server, queue, client) = setup("api-dead").await;
+    let q = queue.name().to_string();
+    let path = |op: &str| format!("/v1/queues/{q}/{op}");
+    let reply = client
+        .call(
+            "POST",
+            &path("jobs"),
+            Some(SCHEDULER),
+            Some(r#"{"id":"poison"}"#),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::CREATED);
+    let claimed = client
+        .call("POST", &path("claim"), Some(WORKER), Some("{}"))
+        .await;
+    let job = &claimed.body["jobs"][0];
+    assert_eq!(
+        (job["id"].as_str(), job["attempt"].as_u64()),
+        (Some("poison"), Some(1))
+    );
+    let fail =
+        json!({"id": "poison", "delivery": job["delivery"], "error": "cannot parse", "dead": true});
+    let reply = client
+        .call("POST", &path("fail"), Some(WORKER), Some(&fail.to_string()))
+        .await;
+    assert_eq!(
+        reply.body,
+        json!({"outcome": "dead"}),
+        "attempt 1 of 2, dead at once"
+    );
+    let counters = queue.counters().await.unwrap();
+    assert_eq!(
+        (counters.died, counters.quarantined),
+        (1, 0),
+        "counted as died"
+    );
+    let info = queue.job("poison").await.unwrap().unwrap();
+    assert_eq!(info.last_error.as_deref(), Some("cannot parse"));
+    // Again for the same delivery: it no longer holds the job.
+    let reply = client
+        .call("POST", &path("fail"), Some(WORKER), Some(&fail.to_string()))
+        .await;
+    assert_eq!(reply.body, json!({"outcome": "lease_lost"}));
+}

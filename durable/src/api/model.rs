@@ -276,6 +276,9 @@ pub(crate) struct Fail {
     /// then it goes to the dead set.
     #[serde(default = "second")]
     pub(crate) delay_ms: u64,
+    /// `true`: to the dead set now, whatever attempts remain (`delay_ms` is not used).
+    #[serde(default)]
+    pub(crate) dead: bool,
 }
 
 fn second() -> u64 {

@@ -467,7 +467,8 @@ pub(super) async fn ack(
     })
 }
 
-/// Report a failed delivery: retried after `delay_ms`, or dead after its last attempt.
+/// Report a failed delivery: retried after `delay_ms`, or dead after its last attempt
+/// (or now, with `dead`).
 #[utoipa::path(post, path = "/v1/queues/{queue}/fail", tag = "workers",
     params(("queue" = String, Path, description = "The queue's name")),
     request_body = Fail,
@@ -492,6 +493,7 @@ pub(super) async fn fail(
             &body.id,
             body.delivery,
             Duration::from_millis(body.delay_ms),
+            body.dead,
             &body.error,
         )
         .await?;
