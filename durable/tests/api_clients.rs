@@ -316,3 +316,97 @@ print("tls client: ok")
     assert_eq!(ended.code, Some(0), "{}\n{}", ended.stdout, ended.stderr);
     assert!(ended.stdout.contains("tls client: ok"), "{}", ended.stdout);
 }
+
+/// `serve` killed with SIGKILL while clients schedule, then started again: every job it
+/// answered 201 (added) for is in Redis, and the new process serves them.
+#[test]
+fn serve_killed_under_load_loses_no_job_it_answered_for() {
+    let server = support::RedisServer::start();
+    let queue = support::queue_name("kill9");
+    let mut served = serve(&server.url(), &queue);
+    let accepted = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let clients: Vec<_> = (0..4)
+        .map(|c| {
+            let (base, accepted, stop) = (served.base.clone(), accepted.clone(), stop.clone());
+            let queue = queue.clone();
+            std::thread::spawn(move || {
+                for n in 0.. {
+                    if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        return;
+                    }
+                    let id = format!("c{c}-{n}");
+                    let body = format!(r#"{{"id":"{id}","payload":"x","delay_ms":3600000}}"#);
+                    match http_post(&base, &format!("/v1/queues/{queue}/jobs"), &body) {
+                        Some(201) => accepted.lock().unwrap().push(id),
+                        // The process is gone: no answer, nothing promised.
+                        None => return,
+                        Some(status) => panic!("{id}: status {status}"),
+                    }
+                }
+            })
+        })
+        .collect();
+    let limit = std::time::Instant::now() + Duration::from_secs(30);
+    while accepted.lock().unwrap().len() < 200 {
+        assert!(
+            std::time::Instant::now() < limit,
+            "200 schedules were not answered within 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    served.child.kill().unwrap(); // SIGKILL
+    served.child.wait().unwrap();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for client in clients {
+        client.join().unwrap();
+    }
+    let accepted = accepted.lock().unwrap().clone();
+    let served = serve(&server.url(), &queue);
+    for id in &accepted {
+        let body = http_get_auth(&served.base, &format!("/v1/queues/{queue}/jobs/{id}"));
+        assert!(
+            body.contains("\"state\":\"scheduled\""),
+            "{id} answered 201, then: {body}"
+        );
+    }
+}
+
+/// The status of `POST path` with the token and a JSON body; `None` when the connection
+/// fails or closes without an answer.
+fn http_post(base: &str, path: &str, body: &str) -> Option<u16> {
+    use std::io::{Read, Write};
+    let addr = base.trim_start_matches("http://");
+    let mut stream = std::net::TcpStream::connect(addr).ok()?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .ok()?;
+    write!(
+        stream,
+        "POST {path} HTTP/1.0\r\nHost: {addr}\r\nAuthorization: Bearer {TOKEN}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .ok()?;
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply).ok()?;
+    reply.split(' ').nth(1)?.parse().ok()
+}
+
+/// The body of `GET path` with the token.
+fn http_get_auth(base: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let addr = base.trim_start_matches("http://");
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.0\r\nHost: {addr}\r\nAuthorization: Bearer {TOKEN}\r\n\r\n"
+    )
+    .unwrap();
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply).unwrap();
+    reply
+}

@@ -19,7 +19,7 @@
 //! | `POST /v1/queues/{queue}/dead/{id}/retry` | admin | a dead job's new attempts |
 //! | `POST /v1/queues/{queue}/claim` | work | up to `max` jobs, waiting up to `wait_ms` (long poll), each held `lease_ms` |
 //! | `POST /v1/queues/{queue}/ack`, `/extend` | work | deliveries by `id` and `delivery` number |
-//! | `POST /v1/queues/{queue}/fail` | work | retried after `delay_ms`, or dead after its last attempt |
+//! | `POST /v1/queues/{queue}/fail` | work | retried after `delay_ms`, or dead after its last attempt; dead now with `dead` |
 //!
 //! Everything the library promises holds: a schedule is idempotent on its id (a repeat
 //! answers `exists`), no job is delivered before it is due, and delivery is at least
