@@ -368,7 +368,11 @@ async fn serve(args: Serve) -> Result<(), String> {
         }
     );
     #[cfg(feature = "api")]
-    println!("{api_shown} on {scheme}://{local}/v1/");
+    // A reader of the first line only may have closed the pipe: not a reason to stop.
+    let _ = std::io::Write::write_fmt(
+        &mut std::io::stdout(),
+        format_args!("{api_shown} on {scheme}://{local}/v1/\n"),
+    );
     #[cfg(feature = "api")]
     if let Some(tls) = tls {
         return api::serve_tls(listener, app, tls).await;
