@@ -45,6 +45,33 @@ if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/
   fi
 fi
 
+# durable/tests/api_clients.rs drives the HTTP API from Python (standard library) and
+# Node (built-in fetch), and runs schemathesis (PyPI) against its OpenAPI document.
+if ! command -v python3 >/dev/null 2>&1 || ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1 \
+   || ! command -v node >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1; then
+    echo "python3 (with venv) or node is missing: installing them with apt-get" >&2
+    SUDO=""
+    if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+    timeout 600 $SUDO apt-get update
+    DEBIAN_FRONTEND=noninteractive timeout 900 $SUDO apt-get install -y python3 python3-venv nodejs
+  else
+    echo "python3 (with venv) or node is missing and apt-get is not here: install them," \
+         "then run this again" >&2
+    exit 1
+  fi
+fi
+if [ -z "${TICKLESS_SCHEMATHESIS:-}" ]; then
+  st_venv="${CARGO_TARGET_DIR:-target}/schemathesis-venv"
+  if [ ! -x "$st_venv/bin/schemathesis" ]; then
+    echo "schemathesis is missing: installing it in $st_venv with pip" >&2
+    timeout 300 python3 -m venv "$st_venv"
+    timeout 600 "$st_venv/bin/pip" install --quiet schemathesis==4.32.5
+  fi
+  TICKLESS_SCHEMATHESIS="$(cd "$st_venv/bin" && pwd)/schemathesis"
+fi
+export TICKLESS_SCHEMATHESIS
+
 # durable/tests/durable_cold_s3.rs runs the cold tier against a real S3-protocol server:
 # s3s-fs, the s3s project's Rust server that keeps objects as files under a directory and
 # checks SigV4 signatures. It installs from crates.io like the crate's other tools (moto,

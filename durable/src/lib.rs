@@ -209,6 +209,9 @@
 #![warn(missing_debug_implementations, rust_2018_idioms)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+#[cfg(feature = "api")]
+#[cfg_attr(docsrs, doc(cfg(feature = "api")))]
+pub mod api;
 mod cold;
 mod contract;
 #[cfg(feature = "dashboard")]

@@ -353,7 +353,7 @@ async fn sample_forever(state: Weak<State>) {
 }
 
 /// Compares without an early exit, so that the time taken tells nothing of the token.
-fn same_token(given: &[u8], token: &[u8]) -> bool {
+pub(crate) fn same_token(given: &[u8], token: &[u8]) -> bool {
     let mut diff = given.len() ^ token.len();
     for (i, &b) in token.iter().enumerate() {
         diff |= usize::from(b ^ given.get(i).copied().unwrap_or(!b));

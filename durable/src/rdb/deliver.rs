@@ -97,6 +97,24 @@ pub(crate) async fn fail(
     })
 }
 
+/// `fail.lua` with `d`: delivery `delivery` of job `id` goes to the dead set whatever its
+/// attempts, counted as died (the HTTP API's fail with `dead`). Reply as [`fail`]'s.
+#[cfg(feature = "api")]
+pub(crate) async fn fail_dead(
+    rdb: &Rdb,
+    id: &[u8],
+    delivery: u64,
+    error: &str,
+) -> Result<Fell, Error> {
+    let delivery = num(delivery);
+    let args: Vec<&[u8]> = vec![id, &delivery, b"0", error.as_bytes(), b"d"];
+    let reply = rdb.call(&scripts().fail, &args).await?;
+    Ok(match reply.int(1)? {
+        2 => Fell::Dead,
+        _ => Fell::LeaseLost,
+    })
+}
+
 /// `extend.lua`: extends to `lease_ms` from now the leases of `deliveries` (id, delivery)
 /// that still hold their job, [`MAX_BATCH`] per call; answers how many did.
 ///

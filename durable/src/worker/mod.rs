@@ -18,6 +18,8 @@
 
 pub(crate) mod backoff;
 pub(crate) mod job;
+#[cfg(feature = "api")]
+mod remote;
 pub(crate) mod run;
 
 use crate::contract::{Key, MAX_BATCH};

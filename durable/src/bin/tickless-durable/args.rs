@@ -137,6 +137,36 @@ pub(crate) struct Serve {
     /// HTTPS (a proxy's TLS).
     #[arg(long, env = "TICKLESS_DASHBOARD_SECURE_COOKIE", value_parser = clap::builder::FalseyValueParser::new())]
     pub(crate) secure_cookie: bool,
+    /// The HTTP API's tokens (cargo feature `api`; the API is under /v1/): a file of one
+    /// token a line, `<name> <scopes> <queues> <secret>`, scopes comma-separated from
+    /// schedule, work, read, admin; queues comma-separated or `*`; a secret of at least 16
+    /// bytes; `#` starts a comment line. Or the same lines in TICKLESS_API_TOKENS (lines
+    /// separated by newlines or `;`), never on the command line. Without tokens the API
+    /// refuses every request.
+    #[arg(long, env = "TICKLESS_API_TOKENS_FILE", value_name = "FILE")]
+    pub(crate) api_tokens_file: Option<std::path::PathBuf>,
+    /// Also runs a fenced leader for each named queue (cargo feature `api`), so that jobs
+    /// scheduled through the API come due with no other process: several `serve`s may
+    /// lead the same queues, one at a time is elected.
+    #[arg(long, env = "TICKLESS_SERVE_LEAD", value_parser = clap::builder::FalseyValueParser::new())]
+    pub(crate) lead: bool,
+    /// Serves HTTPS (cargo feature `api`): the certificate chain, PEM (with
+    /// --tls-key). Without it, plain HTTP: terminate TLS in a proxy in front.
+    #[arg(
+        long,
+        env = "TICKLESS_SERVE_TLS_CERT",
+        value_name = "FILE",
+        requires = "tls_key"
+    )]
+    pub(crate) tls_cert: Option<std::path::PathBuf>,
+    /// The certificate's private key, PEM (PKCS#8, PKCS#1 or SEC1).
+    #[arg(
+        long,
+        env = "TICKLESS_SERVE_TLS_KEY",
+        value_name = "FILE",
+        requires = "tls_cert"
+    )]
+    pub(crate) tls_key: Option<std::path::PathBuf>,
 }
 
 /// The command line with `env_url` (REDIS_URL) put where the command's URL goes when it

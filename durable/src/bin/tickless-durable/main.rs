@@ -20,6 +20,8 @@
 //! (The leader, worker and scheduler processes the crash tests kill are the crash tests'
 //! own: `durable/tests/durable_crash/roles.rs`.)
 
+#[cfg(feature = "api")]
+mod api;
 mod args;
 
 use args::{options, with_env_url, Cli, Command, Redis, Serve};
@@ -331,6 +333,10 @@ async fn serve(args: Serve) -> Result<(), String> {
             format!("{} queue(s)", args.queues.len()),
         )
     };
+    #[cfg(feature = "api")]
+    let (api, api_shown, _leaders) = api::router(&args).await?;
+    #[cfg(feature = "api")]
+    let tls = api::tls(&args)?;
     let token = args.token.unwrap_or_default();
     let actions = !args.read_only && !token.is_empty();
     let app = dashboard
@@ -339,6 +345,14 @@ async fn serve(args: Serve) -> Result<(), String> {
         .public_read(args.public_read)
         .secure_cookie(args.secure_cookie)
         .router();
+    #[cfg(feature = "api")]
+    let app = api::mount(app, api);
+    #[cfg(not(feature = "api"))]
+    let tls: Option<()> = match args.tls_cert {
+        Some(_) => return Err("--tls-cert needs the `api` feature".into()),
+        None => None,
+    };
+    let scheme = if tls.is_some() { "https" } else { "http" };
     let addr = &args.addr;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
@@ -346,13 +360,23 @@ async fn serve(args: Serve) -> Result<(), String> {
     let local = listener.local_addr().map_err(|e| e.to_string())?;
     // The tests read this line for the port (--addr 127.0.0.1:0).
     println!(
-        "dashboard of {shown} on http://{local}/ ({})",
+        "dashboard of {shown} on {scheme}://{local}/ ({})",
         if actions {
             "actions need the token"
         } else {
             "read-only"
         }
     );
+    #[cfg(feature = "api")]
+    // A reader of the first line only may have closed the pipe: not a reason to stop.
+    let _ = std::io::Write::write_fmt(
+        &mut std::io::stdout(),
+        format_args!("{api_shown} on {scheme}://{local}/v1/\n"),
+    );
+    #[cfg(feature = "api")]
+    if let Some(tls) = tls {
+        return api::serve_tls(listener, app, tls).await;
+    }
     axum::serve(listener, app)
         .await
         .map_err(|e| format!("the server stopped: {e}"))

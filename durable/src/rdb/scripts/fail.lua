@@ -4,7 +4,9 @@
 --          script_keys::FAIL); bucket keys are built from meta's prefix
 -- ARGV     id, delivery, backoff_ms, error, and optionally `q`: the worker could not read
 --          what the claim handed it (an id that is not UTF-8), so the job goes to `dead`
---          whatever its attempts, counted as quarantined (lib/jobs.lua's quarantine)
+--          whatever its attempts, counted as quarantined (lib/jobs.lua's quarantine);
+--          or `d`: the worker says the job is dead (the HTTP API's fail with `dead`), so
+--          it goes to `dead` whatever its attempts, counted as died
 -- Returns  { now, outcome }: 1 retried after backoff_ms, 2 dead (it was the last
 --          attempt, or quarantined), 0 the delivery no longer holds the job (its lease
 --          ended, or it was cancelled): nothing changed.
@@ -18,8 +20,9 @@ local id = ARGV[1]
 local delivery = arg_int(2, 'delivery', 1)
 local backoff = arg_int(3, 'backoff_ms', 0)
 local quarantined = ARGV[5] == 'q'
-if #ARGV ~= 4 and not (#ARGV == 5 and quarantined) then
-  error({ err = 'ERR bad arguments: ' .. #ARGV .. ', not id, delivery, backoff, error[, q]' })
+local told_dead = ARGV[5] == 'd'
+if #ARGV ~= 4 and not (#ARGV == 5 and (quarantined or told_dead)) then
+  error({ err = 'ERR bad arguments: ' .. #ARGV .. ', not id, delivery, backoff, error[, q|d]' })
 end
 -- First every read and check, then every write.
 local rec = read('hash', 'HGET', JOBS, id)
@@ -32,7 +35,7 @@ if j.loc ~= 's' or j.del ~= delivery or not read('zset', 'ZSCORE', FLIGHT, id) t
 end
 expect(ERRORS, 'hash')
 local b = batch(now)
-local dies = quarantined or j.att >= j.max
+local dies = quarantined or told_dead or j.att >= j.max
 if dies then
   expect(DEAD, 'zset')
 else

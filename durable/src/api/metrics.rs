@@ -1,0 +1,167 @@
+//! The API's own figures in Prometheus text format: requests by operation and status,
+//! their latency, and requests by token name (never the secret). Kept in this process
+//! (each `serve` counts its own requests), unlike the queues' figures, kept in Redis.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Upper bounds of the latency histogram's buckets, in seconds.
+const BOUNDS_S: [f64; 10] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 2.5, 30.0];
+
+/// The operation's name for a route: `schedule`, `claim`, ... (`other` for none).
+pub(crate) fn operation(method: &str, route: &str) -> &'static str {
+    let route = route.trim_start_matches("/v1");
+    match (method, route) {
+        ("POST", "/queues/{queue}/jobs") => "schedule",
+        ("POST", "/queues/{queue}/jobs/batch") => "schedule_batch",
+        ("GET", "/queues/{queue}/jobs/{id}") => "job",
+        ("DELETE", "/queues/{queue}/jobs/{id}") => "cancel",
+        ("POST", "/queues/{queue}/jobs/{id}/reschedule") => "reschedule",
+        ("GET", "/queues/{queue}/schedules") => "schedules",
+        ("PUT", "/queues/{queue}/schedules/{id}") => "set_schedule",
+        ("DELETE", "/queues/{queue}/schedules/{id}") => "unschedule",
+        ("GET", "/queues/{queue}/counts") => "counts",
+        ("GET", "/queues/{queue}/dead") => "dead",
+        ("POST", "/queues/{queue}/dead/{id}/retry") => "retry_dead",
+        ("POST", "/queues/{queue}/claim") => "claim",
+        ("POST", "/queues/{queue}/ack") => "ack",
+        ("POST", "/queues/{queue}/fail") => "fail",
+        ("POST", "/queues/{queue}/extend") => "extend",
+        ("GET", "/openapi.json") => "openapi",
+        _ => "other",
+    }
+}
+
+#[derive(Default)]
+struct Latency {
+    /// Requests at or under each bound of [`BOUNDS_S`] (not cumulative), then the rest.
+    buckets: [u64; BOUNDS_S.len() + 1],
+    sum: Duration,
+}
+
+#[derive(Default)]
+struct Figures {
+    requests: BTreeMap<(&'static str, u16), u64>,
+    latency: BTreeMap<&'static str, Latency>,
+    /// Requests by token name, and when the last came (seconds since the epoch).
+    tokens: BTreeMap<String, (u64, f64)>,
+}
+
+/// The HTTP API's request figures, as [`Api::metrics`](super::Api::metrics) gives them;
+/// [`render`](ApiMetrics::render) writes them in Prometheus text format. Cheap to clone:
+/// clones share the figures.
+#[derive(Clone, Default)]
+pub struct ApiMetrics {
+    figures: Arc<Mutex<Figures>>,
+}
+
+impl std::fmt::Debug for ApiMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiMetrics").finish_non_exhaustive()
+    }
+}
+
+impl ApiMetrics {
+    pub(crate) fn record(&self, operation: &'static str, status: u16, took: Duration) {
+        let mut figures = self.figures.lock().unwrap_or_else(|e| e.into_inner());
+        *figures.requests.entry((operation, status)).or_default() += 1;
+        let latency = figures.latency.entry(operation).or_default();
+        let seconds = took.as_secs_f64();
+        let bucket = BOUNDS_S
+            .iter()
+            .position(|&bound| seconds <= bound)
+            .unwrap_or(BOUNDS_S.len());
+        latency.buckets[bucket] += 1;
+        latency.sum += took;
+    }
+
+    pub(crate) fn token_used(&self, name: &str) {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        let mut figures = self.figures.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = figures.tokens.entry(name.to_string()).or_default();
+        entry.0 += 1;
+        entry.1 = now;
+    }
+
+    /// The figures in Prometheus text format (version 0.0.4): counters
+    /// `tickless_api_requests_total{operation,status}` and
+    /// `tickless_api_token_requests_total{token}` (by name), the gauge
+    /// `tickless_api_token_last_used_seconds{token}` (Unix time), and the histogram
+    /// `tickless_api_request_duration_seconds{operation}`.
+    pub fn render(&self) -> String {
+        let figures = self.figures.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out = String::new();
+        if !figures.requests.is_empty() {
+            out.push_str(
+                "# HELP tickless_api_requests_total HTTP API requests by operation and status.\n\
+                 # TYPE tickless_api_requests_total counter\n",
+            );
+            for ((operation, status), n) in &figures.requests {
+                let _ = writeln!(
+                    out,
+                    "tickless_api_requests_total{{operation=\"{operation}\",status=\"{status}\"}} {n}"
+                );
+            }
+            out.push_str(
+                "# HELP tickless_api_request_duration_seconds HTTP API request latency by operation, \
+                 from routing to the answer's head.\n\
+                 # TYPE tickless_api_request_duration_seconds histogram\n",
+            );
+            for (operation, latency) in &figures.latency {
+                let mut cumulative = 0;
+                for (bound, n) in BOUNDS_S.iter().zip(latency.buckets) {
+                    cumulative += n;
+                    let _ = writeln!(
+                        out,
+                        "tickless_api_request_duration_seconds_bucket{{operation=\"{operation}\",le=\"{bound}\"}} {cumulative}"
+                    );
+                }
+                cumulative += latency.buckets[BOUNDS_S.len()];
+                let _ = writeln!(
+                    out,
+                    "tickless_api_request_duration_seconds_bucket{{operation=\"{operation}\",le=\"+Inf\"}} {cumulative}\n\
+                     tickless_api_request_duration_seconds_sum{{operation=\"{operation}\"}} {}\n\
+                     tickless_api_request_duration_seconds_count{{operation=\"{operation}\"}} {cumulative}",
+                    latency.sum.as_secs_f64()
+                );
+            }
+        }
+        if !figures.tokens.is_empty() {
+            out.push_str(
+                "# HELP tickless_api_token_requests_total HTTP API requests by token name (never the secret).\n\
+                 # TYPE tickless_api_token_requests_total counter\n",
+            );
+            for (name, (n, _)) in &figures.tokens {
+                let _ = writeln!(
+                    out,
+                    "tickless_api_token_requests_total{{token=\"{}\"}} {n}",
+                    label(name)
+                );
+            }
+            out.push_str(
+                "# HELP tickless_api_token_last_used_seconds When a token (by name) was last used, Unix time.\n\
+                 # TYPE tickless_api_token_last_used_seconds gauge\n",
+            );
+            for (name, (_, at)) in &figures.tokens {
+                let _ = writeln!(
+                    out,
+                    "tickless_api_token_last_used_seconds{{token=\"{}\"}} {at}",
+                    label(name)
+                );
+            }
+        }
+        out
+    }
+}
+
+/// A label value with `\`, `"` and newlines escaped, as the format asks.
+fn label(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
