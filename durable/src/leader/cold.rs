@@ -71,12 +71,18 @@ impl Leader {
     #[cfg(feature = "cold")]
     pub(super) async fn cold_pass_now(&mut self) -> Result<(), Error> {
         self.cold.by_hand = true;
-        if let (Some(tier), Role::Leading { token, .. }) =
-            (self.queue.cold_tier().cloned(), self.role)
-        {
+        if let (Some(tier), Role::Leading { .. }) = (self.queue.cold_tier().cloned(), self.role) {
             if let Some((_, _, task)) = self.cold.task.take() {
                 task.abort();
             }
+            // The pass runs inline, and nothing renews the lease while it runs (the run
+            // loop does, beside a pass on a task of its own): so first renew it to what
+            // the work ahead allows. A new leadership holds the busy lease (100 ms), and
+            // a first pass longer than that was fenced at its commit, every round.
+            self.renew().await?;
+            let Role::Leading { token, .. } = self.role else {
+                return Ok(());
+            };
             let started = Instant::now();
             let (pass, result) =
                 crate::cold::pass::pass(self.queue.rdb(), &tier, token, true).await;
