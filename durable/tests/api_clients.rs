@@ -372,9 +372,107 @@ fn serve_killed_under_load_loses_no_job_it_answered_for() {
     }
 }
 
+/// Redis killed (`kill -9`) and started again on the same port under a live `serve` and
+/// clients that schedule: while it is down every schedule gets a 503 `redis-unavailable`
+/// problem with `Retry-After` (never a hang, a 5xx of another kind, or a dead `serve`);
+/// clients send the same job again, as the problem says is safe; once Redis is back they
+/// are answered 201 or 200 (it was written before the answer was lost) and every job
+/// answered so is in Redis (its `appendfsync always` file).
+#[test]
+fn redis_restarted_under_serve_answers_503_then_loses_nothing_accepted() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+    let mut server = support::RedisServer::start();
+    let queue = support::queue_name("redis-restart");
+    let mut served = serve(&server.url(), &queue);
+    let accepted = Arc::new(Mutex::new(Vec::<String>::new()));
+    let refused = Arc::new(AtomicUsize::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let clients: Vec<_> = (0..4)
+        .map(|c| {
+            let (base, queue) = (served.base.clone(), queue.clone());
+            let (accepted, refused, stop) = (accepted.clone(), refused.clone(), stop.clone());
+            std::thread::spawn(move || {
+                for n in 0.. {
+                    let id = format!("c{c}-{n}");
+                    let body = format!(r#"{{"id":"{id}","payload":"x","delay_ms":3600000}}"#);
+                    // The same job until it is answered for.
+                    loop {
+                        if stop.load(Ordering::Relaxed) {
+                            return;
+                        }
+                        let path = format!("/v1/queues/{queue}/jobs");
+                        let reply = http_post_reply(&base, &path, &body)
+                            .unwrap_or_else(|| panic!("{id}: serve closed without an answer"));
+                        match status_of(&reply) {
+                            Some(201 | 200) => {
+                                accepted.lock().unwrap().push(id);
+                                break;
+                            }
+                            Some(503) => {
+                                let head = reply.to_ascii_lowercase();
+                                assert!(
+                                    head.contains("\r\nretry-after: 1\r\n")
+                                        && head.contains("application/problem+json")
+                                        && reply.contains("problem:redis-unavailable"),
+                                    "{id}: {reply}"
+                                );
+                                refused.fetch_add(1, Ordering::Relaxed);
+                                std::thread::sleep(Duration::from_millis(20));
+                            }
+                            _ => panic!("{id}: {reply}"),
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    let wait = |what: &str, limit_s: u64, done: &dyn Fn() -> bool| {
+        let limit = std::time::Instant::now() + Duration::from_secs(limit_s);
+        while !done() {
+            assert!(std::time::Instant::now() < limit, "{what} within {limit_s} s");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    };
+    let answered = || accepted.lock().unwrap().len();
+    wait("100 schedules answered", 30, &|| answered() >= 100);
+    server.kill();
+    wait("a 503 while Redis is down", 10, &|| {
+        refused.load(Ordering::Relaxed) >= 4
+    });
+    let (before, refusals) = (answered(), refused.load(Ordering::Relaxed));
+    wait("more 503s while Redis is down", 10, &|| {
+        refused.load(Ordering::Relaxed) >= refusals + 8
+    });
+    assert_eq!(answered(), before, "answered for while Redis was down");
+    server.restart();
+    wait("100 more schedules answered after the restart", 30, &|| {
+        answered() >= before + 100
+    });
+    stop.store(true, Ordering::Relaxed);
+    for client in clients {
+        client.join().unwrap();
+    }
+    assert!(served.child.try_wait().unwrap().is_none(), "serve died");
+    let accepted = accepted.lock().unwrap().clone();
+    for id in &accepted {
+        let body = http_get_auth(&served.base, &format!("/v1/queues/{queue}/jobs/{id}"));
+        assert!(
+            body.contains("\"state\":\"scheduled\""),
+            "{id} answered for, then: {body}"
+        );
+    }
+}
+
 /// The status of `POST path` with the token and a JSON body; `None` when the connection
 /// fails or closes without an answer.
 fn http_post(base: &str, path: &str, body: &str) -> Option<u16> {
+    status_of(&http_post_reply(base, path, body)?)
+}
+
+/// The whole answer (status line, headers, body) to `POST path` with the token and a JSON
+/// body; `None` when the connection fails or closes without an answer.
+fn http_post_reply(base: &str, path: &str, body: &str) -> Option<String> {
     use std::io::{Read, Write};
     let addr = base.trim_start_matches("http://");
     let mut stream = std::net::TcpStream::connect(addr).ok()?;
@@ -390,6 +488,10 @@ fn http_post(base: &str, path: &str, body: &str) -> Option<u16> {
     .ok()?;
     let mut reply = String::new();
     stream.read_to_string(&mut reply).ok()?;
+    Some(reply)
+}
+
+fn status_of(reply: &str) -> Option<u16> {
     reply.split(' ').nth(1)?.parse().ok()
 }
 
