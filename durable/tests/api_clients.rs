@@ -430,7 +430,10 @@ fn redis_restarted_under_serve_answers_503_then_loses_nothing_accepted() {
     let wait = |what: &str, limit_s: u64, done: &dyn Fn() -> bool| {
         let limit = std::time::Instant::now() + Duration::from_secs(limit_s);
         while !done() {
-            assert!(std::time::Instant::now() < limit, "{what} within {limit_s} s");
+            assert!(
+                std::time::Instant::now() < limit,
+                "{what} within {limit_s} s"
+            );
             std::thread::sleep(Duration::from_millis(5));
         }
     };
