@@ -75,8 +75,14 @@ fn serve_with(url: &str, queue: &str, extra: &[&str]) -> Served {
 
 fn run_client(program: &str, script: &str) {
     let server = support::RedisServer::start();
+    run_client_on(&server.url(), program, script);
+}
+
+/// `program script` (a client under durable/tests/api_clients/) against a `serve` of
+/// Redis at `url` (a cluster's seeds, comma-separated, as the binary takes them).
+fn run_client_on(url: &str, program: &str, script: &str) {
     let queue = support::queue_name("clients");
-    let served = serve(&server.url(), &queue);
+    let served = serve(url, &queue);
     let script = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/api_clients")
         .join(script);
@@ -139,6 +145,14 @@ fn a_python_service_schedules_cancels_and_works_jobs() {
 #[test]
 fn a_node_service_schedules_cancels_and_works_jobs() {
     run_client("node", "client.mjs");
+}
+
+/// The Python service again, through a `serve` of a Redis Cluster (3 masters): the API,
+/// the leader it runs and the pull loop reach the queue's master from the seeds.
+#[test]
+fn a_python_service_works_through_serve_on_a_redis_cluster() {
+    let cluster = support::RedisCluster::start(3, 0);
+    run_client_on(&cluster.seeds().join(","), "python3", "client.py");
 }
 
 /// schemathesis (PyPI; `TICKLESS_SCHEMATHESIS` names its binary, scripts/test.sh
