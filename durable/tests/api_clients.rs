@@ -115,6 +115,17 @@ fn run_client_on(url: &str, program: &str, script: &str) {
         assert!(metrics.contains(line), "no {line} in /metrics:\n{metrics}");
     }
     assert!(!metrics.contains(TOKEN));
+    // serve's home page: the token that worked, by name, never the secret.
+    let home = http_get(&served.base, "/");
+    for text in [
+        "id=\"api-tokens\"",
+        "data-token=\"clients\"",
+        "schedule: ",
+        "201: ",
+    ] {
+        assert!(home.contains(text), "no {text} on the home page:\n{home}");
+    }
+    assert!(!home.contains(TOKEN), "{home}");
 }
 
 /// The body of `GET path` (HTTP/1.0, so the server closes the connection).

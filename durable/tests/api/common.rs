@@ -43,7 +43,7 @@ pub struct Reply {
 
 #[derive(Clone)]
 pub struct Client {
-    app: axum::Router,
+    pub app: axum::Router,
 }
 
 impl Client {

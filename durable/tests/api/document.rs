@@ -4,6 +4,7 @@ use super::common::*;
 use axum::http::StatusCode;
 use serde_json::json;
 use tickless_durable::api::Api;
+use tickless_durable::dashboard::Dashboard;
 use tickless_durable::Queue;
 use tickless_test_support as support;
 
@@ -130,5 +131,57 @@ async fn metrics_count_requests_by_operation_status_and_token_name() {
     }
     for secret in [ADMIN, SCHEDULER, WORKER, READER, OTHER_QUEUE] {
         assert!(!text.contains(secret), "{text}");
+    }
+}
+
+/// The dashboard's home page, given the API's figures, shows which tokens were used, by
+/// name: requests, the last one's time, by status and by operation; no secret, neither
+/// a configured one nor a wrong one sent, appears on the page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_shows_which_tokens_used_the_api_never_a_secret() {
+    let (_server, queue, _) = setup("api-dash").await;
+    let name = queue.name().to_string();
+    let api = Api::new([queue.clone()]).tokens(tokens(&name));
+    let metrics = api.metrics();
+    let client = Client::new(api);
+    let jobs = format!("/v1/queues/{name}/jobs");
+    for id in ["a", "b", "a"] {
+        let body = json!({ "id": id }).to_string();
+        client
+            .call("POST", &jobs, Some(SCHEDULER), Some(&body))
+            .await;
+    }
+    let wrong = "not-a-token-0123456789";
+    for token in [READER, wrong] {
+        client
+            .call("POST", &jobs, Some(token), Some(r#"{"id":"c"}"#))
+            .await;
+    }
+    let dashboard = Client {
+        app: Dashboard::new([queue])
+            .api_tokens(move || metrics.token_use())
+            .router(),
+    };
+    let page = dashboard.call("GET", "/", None, None).await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.text);
+    let row = |token: &str| {
+        let start = page
+            .text
+            .find(&format!("data-token=\"{token}\""))
+            .unwrap_or_else(|| panic!("no row for {token}: {}", page.text));
+        let end = page.text[start..].find("</tr>").unwrap() + start;
+        page.text[start..end].to_string()
+    };
+    let scheduler = row("scheduler");
+    for text in [">3<", " ms ago", "200: 1, 201: 2", "schedule: 3"] {
+        assert!(scheduler.contains(text), "no {text} in {scheduler}");
+    }
+    assert!(row("reader").contains("403: 1"), "{}", row("reader"));
+    assert!(
+        !page.text.contains("data-token=\"worker\""),
+        "an unused token has no row"
+    );
+    for secret in [ADMIN, SCHEDULER, WORKER, READER, OTHER_QUEUE, wrong] {
+        assert!(!page.text.contains(secret), "{}", page.text);
     }
 }

@@ -2,7 +2,9 @@
 
 use super::common::*;
 use axum::http::StatusCode;
-use tickless_durable::api::Api;
+use tickless_durable::api::{Api, Scope, Token};
+use tickless_durable::{ConnectOptions, Queue};
+use tickless_test_support as support;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tokens_scopes_and_queue_sets_are_enforced() {
@@ -132,4 +134,69 @@ async fn tokens_scopes_and_queue_sets_are_enforced() {
         assert!(!debug.contains(secret), "{debug}");
     }
     assert!(debug.contains("\"scheduler\""), "{debug}");
+}
+
+/// An API that opens queues on demand (`serve` without queue names) opens only those its
+/// tokens name: any other is unknown (404), to a token for every queue too, and is not
+/// created.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_demand_the_tokens_queue_sets_are_the_allow_list() {
+    let server = support::RedisServer::start();
+    let (named, other) = (
+        support::queue_name("api-named"),
+        support::queue_name("api-unnamed"),
+    );
+    let client = Client::new(
+        Api::new([])
+            .any_queue(ConnectOptions::new(&server.url()))
+            .tokens([
+                Token::new("named", SCHEDULER)
+                    .scopes([Scope::Schedule])
+                    .queues([named.as_str()]),
+                Token::new("everywhere", ADMIN).scopes([Scope::Admin]),
+            ]),
+    );
+    for (token, id) in [(SCHEDULER, "a"), (ADMIN, "b")] {
+        let reply = client
+            .call(
+                "POST",
+                &format!("/v1/queues/{named}/jobs"),
+                Some(token),
+                Some(&format!(r#"{{"id":"{id}"}}"#)),
+            )
+            .await;
+        assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.text);
+    }
+    let reply = client
+        .call(
+            "POST",
+            &format!("/v1/queues/{other}/jobs"),
+            Some(ADMIN),
+            Some(r#"{"id":"a"}"#),
+        )
+        .await;
+    assert_eq!(
+        (reply.status.as_u16(), kind(&reply)),
+        (404, "unknown-queue"),
+        "{}",
+        reply.text
+    );
+    let reply = client
+        .call(
+            "POST",
+            &format!("/v1/queues/{other}/jobs"),
+            Some(SCHEDULER),
+            Some(r#"{"id":"a"}"#),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::FORBIDDEN, "{}", reply.text);
+    let other = Queue::connect(&server.url(), &other).await.unwrap();
+    assert!(
+        !other.exists().await.unwrap(),
+        "the unnamed queue was created"
+    );
+    let named = Queue::connect(&server.url(), &named).await.unwrap();
+    for id in ["a", "b"] {
+        assert!(named.job(id).await.unwrap().is_some(), "{id}");
+    }
 }
