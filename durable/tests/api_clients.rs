@@ -166,6 +166,122 @@ fn a_python_service_works_through_serve_on_a_redis_cluster() {
     run_client_on(&cluster.seeds().join(","), "python3", "client.py");
 }
 
+/// The README's Python and Node services, exactly as durable/README.md shows them (read
+/// from it here, so they cannot drift; only the address is this `serve`'s), each under 30
+/// lines: they schedule two 48-hour jobs and cancel one; on the queue's manual clock,
+/// nothing comes before 48 hours pass, then their pull loop works the other.
+fn run_readme_service(lang: &str, program: &str, file: &str) {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let blocks: Vec<&str> = readme
+        .split(&format!("```{lang}\n"))
+        .skip(1)
+        .map(|rest| rest.split("\n```").next().unwrap())
+        .collect();
+    assert_eq!(blocks.len(), 1, "one ```{lang} block in the README");
+    let snippet = blocks[0];
+    let lines = snippet.lines().count();
+    assert!(lines < 30, "the README's {lang} service has {lines} lines");
+    let address = "http://127.0.0.1:8025/v1/queues/orders";
+    assert_eq!(snippet.matches(address).count(), 1, "{snippet}");
+
+    let server = support::RedisServer::start();
+    let name = support::queue_name("readme");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let queue = runtime.block_on(async {
+        let queue = tickless_durable::Queue::connect(&server.url(), &name)
+            .await
+            .unwrap();
+        queue
+            .set_manual_clock(Some(support::at(support::T0)))
+            .await
+            .unwrap();
+        queue
+    });
+    let served = serve(&server.url(), &name);
+    let dir = std::env::temp_dir().join(format!("tickless-readme-{}-{lang}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let script = dir.join(file);
+    let queue_url = format!("{}/v1/queues/{name}", served.base);
+    std::fs::write(&script, snippet.replace(address, &queue_url)).unwrap();
+    let mut child = Command::new(program)
+        .arg(&script)
+        .env("ORDERS_TOKEN", TOKEN)
+        .env("PYTHONUNBUFFERED", "1")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("run {program}: {e}"));
+    let output = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    // Set when its output ends: the service stopped (its loop never ends on its own).
+    let ended = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader = {
+        let (stdout, output, ended) = (child.stdout.take().unwrap(), output.clone(), ended.clone());
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let mut output = output.lock().unwrap();
+                output.push_str(&line);
+                output.push('\n');
+            }
+            ended.store(true, std::sync::atomic::Ordering::SeqCst);
+        })
+    };
+    let job = |id: &str| runtime.block_on(queue.job(id)).unwrap();
+    let wait = |what: &str, done: &dyn Fn() -> bool| {
+        let limit = std::time::Instant::now() + Duration::from_secs(30);
+        while !done() {
+            assert!(
+                !ended.load(std::sync::atomic::Ordering::SeqCst),
+                "the {lang} service stopped: {}",
+                output.lock().unwrap()
+            );
+            assert!(
+                std::time::Instant::now() < limit,
+                "{lang} service: {what} within 30 s; its output:\n{}",
+                output.lock().unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    // close:41 is scheduled before close:42, then cancelled.
+    wait("close:42 scheduled and close:41 cancelled", &|| {
+        job("close:42").is_some() && job("close:41").is_none()
+    });
+    let due = job("close:42").unwrap().due;
+    assert_eq!(due, support::at(support::T0 + 48 * 3600 * 1000));
+    runtime
+        .block_on(queue.advance_manual_clock(Duration::from_secs(48 * 3600 - 1)))
+        .unwrap();
+    assert!(
+        !output.lock().unwrap().contains("closing order"),
+        "worked before it was due"
+    );
+    runtime
+        .block_on(queue.advance_manual_clock(Duration::from_secs(1)))
+        .unwrap();
+    wait("close:42 worked and acked", &|| {
+        output.lock().unwrap().contains("closing order 42") && job("close:42").is_none()
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    reader.join().unwrap();
+    let output = output.lock().unwrap().clone();
+    assert_eq!(output, "closing order 42\n", "the cancelled job was worked");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_readmes_python_service_runs_as_shown() {
+    run_readme_service("python", "python3", "service.py");
+}
+
+#[test]
+fn the_readmes_node_service_runs_as_shown() {
+    run_readme_service("js", "node", "service.mjs");
+}
+
 /// schemathesis (PyPI; `TICKLESS_SCHEMATHESIS` names its binary, scripts/test.sh
 /// installs it in a venv) on every operation of the served document, with the token and
 /// without: no 5xx, every status and body as documented, schema-violating requests
