@@ -75,8 +75,14 @@ fn serve_with(url: &str, queue: &str, extra: &[&str]) -> Served {
 
 fn run_client(program: &str, script: &str) {
     let server = support::RedisServer::start();
+    run_client_on(&server.url(), program, script);
+}
+
+/// `program script` (a client under durable/tests/api_clients/) against a `serve` of
+/// Redis at `url` (a cluster's seeds, comma-separated, as the binary takes them).
+fn run_client_on(url: &str, program: &str, script: &str) {
     let queue = support::queue_name("clients");
-    let served = serve(&server.url(), &queue);
+    let served = serve(url, &queue);
     let script = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/api_clients")
         .join(script);
@@ -109,6 +115,17 @@ fn run_client(program: &str, script: &str) {
         assert!(metrics.contains(line), "no {line} in /metrics:\n{metrics}");
     }
     assert!(!metrics.contains(TOKEN));
+    // serve's home page: the token that worked, by name, never the secret.
+    let home = http_get(&served.base, "/");
+    for text in [
+        "id=\"api-tokens\"",
+        "data-token=\"clients\"",
+        "schedule: ",
+        "201: ",
+    ] {
+        assert!(home.contains(text), "no {text} on the home page:\n{home}");
+    }
+    assert!(!home.contains(TOKEN), "{home}");
 }
 
 /// The body of `GET path` (HTTP/1.0, so the server closes the connection).
@@ -139,6 +156,130 @@ fn a_python_service_schedules_cancels_and_works_jobs() {
 #[test]
 fn a_node_service_schedules_cancels_and_works_jobs() {
     run_client("node", "client.mjs");
+}
+
+/// The Python service again, through a `serve` of a Redis Cluster (3 masters): the API,
+/// the leader it runs and the pull loop reach the queue's master from the seeds.
+#[test]
+fn a_python_service_works_through_serve_on_a_redis_cluster() {
+    let cluster = support::RedisCluster::start(3, 0);
+    run_client_on(&cluster.seeds().join(","), "python3", "client.py");
+}
+
+/// The README's Python and Node services, exactly as durable/README.md shows them (read
+/// from it here, so they cannot drift; only the address is this `serve`'s), each under 30
+/// lines: they schedule two 48-hour jobs and cancel one; on the queue's manual clock,
+/// nothing comes before 48 hours pass, then their pull loop works the other.
+fn run_readme_service(lang: &str, program: &str, file: &str) {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let blocks: Vec<&str> = readme
+        .split(&format!("```{lang}\n"))
+        .skip(1)
+        .map(|rest| rest.split("\n```").next().unwrap())
+        .collect();
+    assert_eq!(blocks.len(), 1, "one ```{lang} block in the README");
+    let snippet = blocks[0];
+    let lines = snippet.lines().count();
+    assert!(lines < 30, "the README's {lang} service has {lines} lines");
+    let address = "http://127.0.0.1:8025/v1/queues/orders";
+    assert_eq!(snippet.matches(address).count(), 1, "{snippet}");
+
+    let server = support::RedisServer::start();
+    let name = support::queue_name("readme");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let queue = runtime.block_on(async {
+        let queue = tickless_durable::Queue::connect(&server.url(), &name)
+            .await
+            .unwrap();
+        queue
+            .set_manual_clock(Some(support::at(support::T0)))
+            .await
+            .unwrap();
+        queue
+    });
+    let served = serve(&server.url(), &name);
+    let dir = std::env::temp_dir().join(format!("tickless-readme-{}-{lang}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let script = dir.join(file);
+    let queue_url = format!("{}/v1/queues/{name}", served.base);
+    std::fs::write(&script, snippet.replace(address, &queue_url)).unwrap();
+    let mut child = Command::new(program)
+        .arg(&script)
+        .env("ORDERS_TOKEN", TOKEN)
+        .env("PYTHONUNBUFFERED", "1")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("run {program}: {e}"));
+    let output = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    // Set when its output ends: the service stopped (its loop never ends on its own).
+    let ended = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader = {
+        let (stdout, output, ended) = (child.stdout.take().unwrap(), output.clone(), ended.clone());
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let mut output = output.lock().unwrap();
+                output.push_str(&line);
+                output.push('\n');
+            }
+            ended.store(true, std::sync::atomic::Ordering::SeqCst);
+        })
+    };
+    let job = |id: &str| runtime.block_on(queue.job(id)).unwrap();
+    let wait = |what: &str, done: &dyn Fn() -> bool| {
+        let limit = std::time::Instant::now() + Duration::from_secs(30);
+        while !done() {
+            assert!(
+                !ended.load(std::sync::atomic::Ordering::SeqCst),
+                "the {lang} service stopped: {}",
+                output.lock().unwrap()
+            );
+            assert!(
+                std::time::Instant::now() < limit,
+                "{lang} service: {what} within 30 s; its output:\n{}",
+                output.lock().unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    // close:41 is scheduled before close:42, then cancelled.
+    wait("close:42 scheduled and close:41 cancelled", &|| {
+        job("close:42").is_some() && job("close:41").is_none()
+    });
+    let due = job("close:42").unwrap().due;
+    assert_eq!(due, support::at(support::T0 + 48 * 3600 * 1000));
+    runtime
+        .block_on(queue.advance_manual_clock(Duration::from_secs(48 * 3600 - 1)))
+        .unwrap();
+    assert!(
+        !output.lock().unwrap().contains("closing order"),
+        "worked before it was due"
+    );
+    runtime
+        .block_on(queue.advance_manual_clock(Duration::from_secs(1)))
+        .unwrap();
+    wait("close:42 worked and acked", &|| {
+        output.lock().unwrap().contains("closing order 42") && job("close:42").is_none()
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    reader.join().unwrap();
+    let output = output.lock().unwrap().clone();
+    assert_eq!(output, "closing order 42\n", "the cancelled job was worked");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_readmes_python_service_runs_as_shown() {
+    run_readme_service("python", "python3", "service.py");
+}
+
+#[test]
+fn the_readmes_node_service_runs_as_shown() {
+    run_readme_service("js", "node", "service.mjs");
 }
 
 /// schemathesis (PyPI; `TICKLESS_SCHEMATHESIS` names its binary, scripts/test.sh
@@ -372,9 +513,110 @@ fn serve_killed_under_load_loses_no_job_it_answered_for() {
     }
 }
 
+/// Redis killed (`kill -9`) and started again on the same port under a live `serve` and
+/// clients that schedule: while it is down every schedule gets a 503 `redis-unavailable`
+/// problem with `Retry-After` (never a hang, a 5xx of another kind, or a dead `serve`);
+/// clients send the same job again, as the problem says is safe; once Redis is back they
+/// are answered 201 or 200 (it was written before the answer was lost) and every job
+/// answered so is in Redis (its `appendfsync always` file).
+#[test]
+fn redis_restarted_under_serve_answers_503_then_loses_nothing_accepted() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+    let mut server = support::RedisServer::start();
+    let queue = support::queue_name("redis-restart");
+    let mut served = serve(&server.url(), &queue);
+    let accepted = Arc::new(Mutex::new(Vec::<String>::new()));
+    let refused = Arc::new(AtomicUsize::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let clients: Vec<_> = (0..4)
+        .map(|c| {
+            let (base, queue) = (served.base.clone(), queue.clone());
+            let (accepted, refused, stop) = (accepted.clone(), refused.clone(), stop.clone());
+            std::thread::spawn(move || {
+                for n in 0.. {
+                    let id = format!("c{c}-{n}");
+                    let body = format!(r#"{{"id":"{id}","payload":"x","delay_ms":3600000}}"#);
+                    // The same job until it is answered for.
+                    loop {
+                        if stop.load(Ordering::Relaxed) {
+                            return;
+                        }
+                        let path = format!("/v1/queues/{queue}/jobs");
+                        let reply = http_post_reply(&base, &path, &body)
+                            .unwrap_or_else(|| panic!("{id}: serve closed without an answer"));
+                        match status_of(&reply) {
+                            Some(201 | 200) => {
+                                accepted.lock().unwrap().push(id);
+                                break;
+                            }
+                            Some(503) => {
+                                let head = reply.to_ascii_lowercase();
+                                assert!(
+                                    head.contains("\r\nretry-after: 1\r\n")
+                                        && head.contains("application/problem+json")
+                                        && reply.contains("problem:redis-unavailable"),
+                                    "{id}: {reply}"
+                                );
+                                refused.fetch_add(1, Ordering::Relaxed);
+                                std::thread::sleep(Duration::from_millis(20));
+                            }
+                            _ => panic!("{id}: {reply}"),
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    let wait = |what: &str, limit_s: u64, done: &dyn Fn() -> bool| {
+        let limit = std::time::Instant::now() + Duration::from_secs(limit_s);
+        while !done() {
+            assert!(
+                std::time::Instant::now() < limit,
+                "{what} within {limit_s} s"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    };
+    let answered = || accepted.lock().unwrap().len();
+    wait("100 schedules answered", 30, &|| answered() >= 100);
+    server.kill();
+    wait("a 503 while Redis is down", 10, &|| {
+        refused.load(Ordering::Relaxed) >= 4
+    });
+    let (before, refusals) = (answered(), refused.load(Ordering::Relaxed));
+    wait("more 503s while Redis is down", 10, &|| {
+        refused.load(Ordering::Relaxed) >= refusals + 8
+    });
+    assert_eq!(answered(), before, "answered for while Redis was down");
+    server.restart();
+    wait("100 more schedules answered after the restart", 30, &|| {
+        answered() >= before + 100
+    });
+    stop.store(true, Ordering::Relaxed);
+    for client in clients {
+        client.join().unwrap();
+    }
+    assert!(served.child.try_wait().unwrap().is_none(), "serve died");
+    let accepted = accepted.lock().unwrap().clone();
+    for id in &accepted {
+        let body = http_get_auth(&served.base, &format!("/v1/queues/{queue}/jobs/{id}"));
+        assert!(
+            body.contains("\"state\":\"scheduled\""),
+            "{id} answered for, then: {body}"
+        );
+    }
+}
+
 /// The status of `POST path` with the token and a JSON body; `None` when the connection
 /// fails or closes without an answer.
 fn http_post(base: &str, path: &str, body: &str) -> Option<u16> {
+    status_of(&http_post_reply(base, path, body)?)
+}
+
+/// The whole answer (status line, headers, body) to `POST path` with the token and a JSON
+/// body; `None` when the connection fails or closes without an answer.
+fn http_post_reply(base: &str, path: &str, body: &str) -> Option<String> {
     use std::io::{Read, Write};
     let addr = base.trim_start_matches("http://");
     let mut stream = std::net::TcpStream::connect(addr).ok()?;
@@ -390,6 +632,10 @@ fn http_post(base: &str, path: &str, body: &str) -> Option<u16> {
     .ok()?;
     let mut reply = String::new();
     stream.read_to_string(&mut reply).ok()?;
+    Some(reply)
+}
+
+fn status_of(reply: &str) -> Option<u16> {
     reply.split(' ').nth(1)?.parse().ok()
 }
 

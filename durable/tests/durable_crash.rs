@@ -87,19 +87,29 @@ fn main() -> ExitCode {
         }
         return ExitCode::SUCCESS;
     }
-    let filters: Vec<&String> = args.iter().filter(|arg| !arg.starts_with('-')).collect();
+    // As libtest: `--skip NAME` leaves out the tests NAME matches (scripts/test-variant.sh
+    // gives every binary the same `--skip`s); other words are filters.
+    let (mut skips, mut filters) = (Vec::new(), Vec::new());
+    for (i, arg) in args.iter().enumerate() {
+        if i > 0 && args[i - 1] == "--skip" {
+            skips.push(arg);
+        } else if !arg.starts_with('-') {
+            filters.push(arg);
+        }
+    }
     let exact = args.iter().any(|arg| arg == "--exact");
+    let matches = |name: &str, f: &String| {
+        if exact {
+            name == f
+        } else {
+            name.contains(f.as_str())
+        }
+    };
     let chosen: Vec<_> = TESTS
         .iter()
         .filter(|(name, _)| {
-            filters.is_empty()
-                || filters.iter().any(|f| {
-                    if exact {
-                        name == f
-                    } else {
-                        name.contains(f.as_str())
-                    }
-                })
+            (filters.is_empty() || filters.iter().any(|f| matches(name, f)))
+                && !skips.iter().any(|f| matches(name, f))
         })
         .collect();
     let started = Instant::now();

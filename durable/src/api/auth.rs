@@ -169,6 +169,11 @@ impl Token {
         Ok(tokens)
     }
 
+    /// Whether it names `queue` in its queue set (a token for every queue names none).
+    pub(crate) fn names(&self, queue: &str) -> bool {
+        (self.queues.as_ref()).is_some_and(|queues| queues.iter().any(|q| q == queue))
+    }
+
     fn allows(&self, scope: Scope, queue: &str) -> bool {
         let scoped = self.scopes.contains(&Scope::Admin) || self.scopes.contains(&scope);
         let queued = self

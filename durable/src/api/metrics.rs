@@ -2,6 +2,7 @@
 //! their latency, and requests by token name (never the secret). Kept in this process
 //! (each `serve` counts its own requests), unlike the queues' figures, kept in Redis.
 
+use crate::dashboard::TokenUse;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::{Arc, Mutex};
@@ -45,8 +46,8 @@ struct Latency {
 struct Figures {
     requests: BTreeMap<(&'static str, u16), u64>,
     latency: BTreeMap<&'static str, Latency>,
-    /// Requests by token name, and when the last came (seconds since the epoch).
-    tokens: BTreeMap<String, (u64, f64)>,
+    /// Requests by token name: how many, when the last came, by status and operation.
+    tokens: BTreeMap<String, TokenUse>,
 }
 
 /// The HTTP API's request figures, as [`Api::metrics`](super::Api::metrics) gives them;
@@ -64,9 +65,29 @@ impl std::fmt::Debug for ApiMetrics {
 }
 
 impl ApiMetrics {
-    pub(crate) fn record(&self, operation: &'static str, status: u16, took: Duration) {
+    /// A request answered: its operation, status, time taken, and the name of its token
+    /// when it had a valid one.
+    pub(crate) fn record(
+        &self,
+        operation: &'static str,
+        status: u16,
+        took: Duration,
+        token: Option<&str>,
+    ) {
+        let now = SystemTime::now();
         let mut figures = self.figures.lock().unwrap_or_else(|e| e.into_inner());
         *figures.requests.entry((operation, status)).or_default() += 1;
+        if let Some(name) = token {
+            if !figures.tokens.contains_key(name) {
+                figures.tokens.insert(name.to_string(), TokenUse::new(name));
+            }
+            if let Some(used) = figures.tokens.get_mut(name) {
+                used.requests += 1;
+                used.last_used = Some(now);
+                *used.by_status.entry(status).or_default() += 1;
+                *used.by_operation.entry(operation.to_string()).or_default() += 1;
+            }
+        }
         let latency = figures.latency.entry(operation).or_default();
         let seconds = took.as_secs_f64();
         let bucket = BOUNDS_S
@@ -77,14 +98,12 @@ impl ApiMetrics {
         latency.sum += took;
     }
 
-    pub(crate) fn token_used(&self, name: &str) {
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0.0, |d| d.as_secs_f64());
-        let mut figures = self.figures.lock().unwrap_or_else(|e| e.into_inner());
-        let entry = figures.tokens.entry(name.to_string()).or_default();
-        entry.0 += 1;
-        entry.1 = now;
+    /// Each token's use (by name, never the secret) since these figures began, for
+    /// [`Dashboard::api_tokens`](crate::dashboard::Dashboard::api_tokens): `tickless-durable
+    /// serve` shows them on its home page.
+    pub fn token_use(&self) -> Vec<TokenUse> {
+        let figures = self.figures.lock().unwrap_or_else(|e| e.into_inner());
+        figures.tokens.values().cloned().collect()
     }
 
     /// The figures in Prometheus text format (version 0.0.4): counters
@@ -135,18 +154,23 @@ impl ApiMetrics {
                 "# HELP tickless_api_token_requests_total HTTP API requests by token name (never the secret).\n\
                  # TYPE tickless_api_token_requests_total counter\n",
             );
-            for (name, (n, _)) in &figures.tokens {
+            for (name, used) in &figures.tokens {
                 let _ = writeln!(
                     out,
-                    "tickless_api_token_requests_total{{token=\"{}\"}} {n}",
-                    label(name)
+                    "tickless_api_token_requests_total{{token=\"{}\"}} {}",
+                    label(name),
+                    used.requests
                 );
             }
             out.push_str(
                 "# HELP tickless_api_token_last_used_seconds When a token (by name) was last used, Unix time.\n\
                  # TYPE tickless_api_token_last_used_seconds gauge\n",
             );
-            for (name, (_, at)) in &figures.tokens {
+            for (name, used) in &figures.tokens {
+                let at = used
+                    .last_used
+                    .and_then(|at| at.duration_since(UNIX_EPOCH).ok())
+                    .map_or(0.0, |d| d.as_secs_f64());
                 let _ = writeln!(
                     out,
                     "tickless_api_token_last_used_seconds{{token=\"{}\"}} {at}",

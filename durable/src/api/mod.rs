@@ -91,9 +91,6 @@ use std::sync::{Arc, RwLock};
 /// largest payload (1 MiB) in base64.
 pub const DEFAULT_BODY_LIMIT: usize = 4 << 20;
 
-/// The most queues an API opens on demand ([`Api::any_queue`]).
-const MAX_OPENED: usize = 1024;
-
 /// The HTTP API over some queues; [`router`](Api::router) makes it an axum
 /// [`Router`](axum::Router). See the [module docs](self).
 #[derive(Clone)]
@@ -130,9 +127,11 @@ impl Api {
         }
     }
 
-    /// Also serves any other queue a request names, opened with `options` on first use
-    /// (at most 1024 such queues): scheduling on a new queue creates it. Restrict
-    /// tokens to their queues ([`Token::queues`]) to bound who may create which.
+    /// Also serves the queues the tokens name ([`Token::queues`]), opened with `options`
+    /// on first use: scheduling on a new one creates it. The tokens' queue sets are the
+    /// allow-list: a queue that was neither given to [`new`](Api::new) nor named by a
+    /// token is unknown (404), even to a token for every queue, so no request creates a
+    /// queue the operator did not name. (`tickless-durable serve` without queue names.)
     pub fn any_queue(mut self, options: ConnectOptions) -> Api {
         self.any_queue = Some(options);
         self
@@ -178,7 +177,6 @@ impl Api {
             opening: tokio::sync::Mutex::new(()),
             any_queue: self.any_queue,
             tokens: self.tokens,
-            metrics: self.metrics.clone(),
         });
         let document = openapi::document();
         let v1 = routes::router(state)
@@ -208,7 +206,6 @@ struct State {
     opening: tokio::sync::Mutex<()>,
     any_queue: Option<ConnectOptions>,
     tokens: Vec<Token>,
-    metrics: ApiMetrics,
 }
 
 /// Counts a routed request by operation and status, and times it.
@@ -223,10 +220,24 @@ async fn track(
         .map_or("", |path| path.as_str());
     let operation = metrics::operation(request.method().as_str(), route);
     let started = std::time::Instant::now();
+    let token = TokenName::default();
+    let mut request = request;
+    request.extensions_mut().insert(token.clone());
     let response = next.run(request).await;
-    metrics.record(operation, response.status().as_u16(), started.elapsed());
+    let status = response.status().as_u16();
+    metrics.record(
+        operation,
+        status,
+        started.elapsed(),
+        token.0.get().map(String::as_str),
+    );
     response
 }
+
+/// The name of a request's token, once [`routes::Caller`] found it valid: so that
+/// [`track`] counts the request for that token, by status too.
+#[derive(Clone, Default)]
+struct TokenName(Arc<std::sync::OnceLock<String>>);
 
 impl State {
     fn find(&self, name: &str) -> Option<Queue> {
@@ -237,7 +248,7 @@ impl State {
             .cloned()
     }
 
-    /// Queue `name`: one given, or (with `any_queue`) one opened now.
+    /// Queue `name`: one given, or (with `any_queue`) one a token names, opened now.
     async fn queue(&self, name: &str) -> Result<Queue, Problem> {
         if let Some(queue) = self.find(name) {
             return Ok(queue);
@@ -249,7 +260,8 @@ impl State {
         if let Some(queue) = self.find(name) {
             return Ok(queue);
         }
-        if self.opened.read().unwrap_or_else(|e| e.into_inner()).len() >= MAX_OPENED {
+        // The tokens' queue sets bound what is opened: nothing a request names alone.
+        if !self.tokens.iter().any(|token| token.names(name)) {
             return Err(Problem::unknown_queue(name));
         }
         let queue = options.connect(name).await?;

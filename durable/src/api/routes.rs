@@ -62,7 +62,9 @@ impl axum::extract::FromRequestParts<Arc<State>> for Caller {
         state: &Arc<State>,
     ) -> Result<Caller, Problem> {
         let caller = auth::caller(&state.tokens, &parts.headers)?;
-        state.metrics.token_used(state.tokens[caller].name());
+        if let Some(name) = parts.extensions.get::<super::TokenName>() {
+            let _ = name.0.set(state.tokens[caller].name().to_string());
+        }
         Ok(Caller(caller))
     }
 }

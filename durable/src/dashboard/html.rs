@@ -182,13 +182,14 @@ pub(super) fn leader_cell(stats: &Stats) -> Markup {
 }
 
 /// The home page: one row per queue (a queue that could not be read shows its error),
-/// and what the latest look for queues (`looks`: the dashboard shows every queue on its
-/// server) could not do.
+/// what the latest look for queues (`looks`: the dashboard shows every queue on its
+/// server) could not do, and the API's tokens' section when there is one.
 pub(super) fn overview(
     ctx: &Ctx<'_>,
     rows: &[(&Queue, Result<Stats, String>)],
     looks: bool,
     problems: &[String],
+    api_tokens: Option<Markup>,
 ) -> Markup {
     let body = html! {
         h1 { "Queues" }
@@ -221,6 +222,7 @@ pub(super) fn overview(
                 }
             }
         }
+        @if let Some(section) = api_tokens { (section) }
     };
     page(ctx, "queues", body)
 }

@@ -7,7 +7,7 @@
 //!
 //! | path | what |
 //! | --- | --- |
-//! | `/` | every queue: jobs scheduled, ready, in flight, dead; its leader |
+//! | `/` | every queue: jobs scheduled, ready, in flight, dead; its leader; the HTTP API's tokens by name, when used ([`Dashboard::api_tokens`]) |
 //! | `/queue/{name}` | one queue: the wheel by level, the leader and its token, promotion lag and throughput over time, when jobs come due over the next hour, day and week, the ready, in-flight and dead jobs (`?dead_from=N`: the dead jobs after the N oldest, 50 a page) |
 //! | `/queue/{name}/job?id=...` | one job: state, due time, attempts, last error, payload as text or hex (the last two with the token) |
 //! | `POST /queue/{name}/action` | cancel, run now, retry a dead job, retry all dead |
@@ -68,6 +68,7 @@ mod queue;
 mod routes;
 mod session;
 mod svg;
+mod tokens;
 
 use super::{ConnectOptions, Queue};
 use history::History;
@@ -75,6 +76,7 @@ use session::Sessions;
 use std::fmt;
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::{Duration, Instant};
+pub use tokens::TokenUse;
 
 /// A dashboard over some queues; [`router`](Dashboard::router) makes it an axum
 /// [`Router`](axum::Router). See the [module docs](self).
@@ -88,6 +90,8 @@ pub struct Dashboard {
     public_read: bool,
     secure_cookie: bool,
     sample_every: Duration,
+    /// Who used the HTTP API: see [`Dashboard::api_tokens`].
+    api_tokens: Option<tokens::Source>,
 }
 
 impl fmt::Debug for Dashboard {
@@ -104,6 +108,7 @@ impl fmt::Debug for Dashboard {
             .field("public_read", &self.public_read)
             .field("secure_cookie", &self.secure_cookie)
             .field("sample_every", &self.sample_every)
+            .field("api_tokens", &self.api_tokens.is_some())
             .finish()
     }
 }
@@ -121,6 +126,7 @@ impl Dashboard {
             public_read: false,
             secure_cookie: false,
             sample_every: Duration::from_secs(5),
+            api_tokens: None,
         }
     }
 
@@ -180,6 +186,18 @@ impl Dashboard {
     /// 5 s; at least 100 ms). The last 720 samples are kept.
     pub fn sample_every(mut self, every: Duration) -> Dashboard {
         self.sample_every = every.max(Duration::from_millis(100));
+        self
+    }
+
+    /// Shows on the home page which HTTP API tokens were used, by name (never the
+    /// secret): requests, the last one's time, counts by status and operation, as
+    /// `uses` gives them when the page is read. `tickless-durable serve` passes its API's
+    /// ([`ApiMetrics::token_use`](crate::api::ApiMetrics::token_use)).
+    pub fn api_tokens(
+        mut self,
+        uses: impl Fn() -> Vec<TokenUse> + Send + Sync + 'static,
+    ) -> Dashboard {
+        self.api_tokens = Some(std::sync::Arc::new(uses));
         self
     }
 

@@ -2,7 +2,7 @@
 
 use super::html::{self, enc, Ctx};
 use super::queue::QueueView;
-use super::{metrics, same_token, State, LOOK_INDEX};
+use super::{metrics, same_token, tokens, State, LOOK_INDEX};
 use axum::extract::{Form, NestedPath, Path, Query};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{Html, IntoResponse, Redirect, Response};
@@ -11,7 +11,7 @@ use axum::Router;
 use maud::{html, Markup};
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 type Shared = axum::extract::State<Arc<State>>;
 type Params = HashMap<String, String>;
@@ -150,7 +150,16 @@ async fn overview(axum::extract::State(state): Shared, base: Base, headers: Head
         rows.push((&s.queue, s.queue.stats().await.map_err(|e| e.to_string())));
     }
     let looks = state.dashboard.every_queue.is_some();
-    no_store(html::overview(&ctx, &rows, looks, &state.problems())).into_response()
+    let api_tokens = (state.dashboard.api_tokens.as_ref())
+        .map(|uses| tokens::section(SystemTime::now(), uses()));
+    no_store(html::overview(
+        &ctx,
+        &rows,
+        looks,
+        &state.problems(),
+        api_tokens,
+    ))
+    .into_response()
 }
 
 async fn queue_page(

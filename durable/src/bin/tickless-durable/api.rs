@@ -7,10 +7,11 @@ use axum::http::{header, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use tickless_durable::api::{Api, ApiMetrics, Token};
+use tickless_durable::dashboard::Dashboard;
 use tickless_durable::{LeaderHandle, LeaderOptions};
 
-/// The API's router for `serve`'s queues (every queue of the server when none is
-/// named), and what to print of it. Tokens come from `--api-tokens-file` (or
+/// The API's router for `serve`'s queues (when none is named, the queues its tokens
+/// name, and no other: [`Api::any_queue`]), and what to print of it. Tokens come from `--api-tokens-file` (or
 /// `TICKLESS_API_TOKENS_FILE`) or `TICKLESS_API_TOKENS`, never from an argument that
 /// the process list shows. With `--lead`, the leaders of the named queues, running until
 /// dropped.
@@ -70,6 +71,12 @@ fn tokens(args: &Serve) -> Result<Vec<Token>, String> {
             .map_err(|e| format!("TICKLESS_API_TOKENS: {e}")),
         (None, None) => Ok(Vec::new()),
     }
+}
+
+/// `dashboard` showing on its home page which of the API's tokens were used (by name).
+pub(crate) fn show_tokens(dashboard: Dashboard, api: &Mount) -> Dashboard {
+    let metrics = api.metrics.clone();
+    dashboard.api_tokens(move || metrics.token_use())
 }
 
 /// The API's router and figures, for [`mount`].

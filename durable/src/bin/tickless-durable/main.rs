@@ -336,6 +336,8 @@ async fn serve(args: Serve) -> Result<(), String> {
     #[cfg(feature = "api")]
     let (api, api_shown, _leaders) = api::router(&args).await?;
     #[cfg(feature = "api")]
+    let dashboard = api::show_tokens(dashboard, &api);
+    #[cfg(feature = "api")]
     let tls = api::tls(&args)?;
     let token = args.token.unwrap_or_default();
     let actions = !args.read_only && !token.is_empty();
