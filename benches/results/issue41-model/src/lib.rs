@@ -5,7 +5,7 @@
 //! armed/fence/load tail), a foreign cancel of an entry whose insert is still in the log,
 //! nothing woken twice, no entry left behind, key reuse only after the cancel is applied,
 //! and the runtime's end vs a fast-path register (the second Dekker pair: push/fence/load
-//! mode vs switch mode/fence/sweep).
+//! mode vs switch mode/fence/sweep), and an owner that exits while another claims the shard.
 
 use loom::cell::UnsafeCell;
 use loom::sync::atomic::{fence, AtomicU64, AtomicUsize, Ordering::*};
@@ -47,6 +47,9 @@ pub struct Shard {
     mode: loom::sync::atomic::AtomicU8,
     /// Whether `ensure_driver` started the fallback driver thread.
     pub fallback_started: loom::sync::atomic::AtomicBool,
+    /// The owning thread's id; 0: none. Only the owner stores its own id (by a claim's
+    /// CAS from 0) and only it clears it (`orphan`), so `owner == my id` is a plain load.
+    owner: AtomicU64,
 }
 
 pub const TOKIO: u8 = 1;
@@ -75,11 +78,53 @@ impl Shard {
             fired_bits: std::array::from_fn(|_| loom::sync::atomic::AtomicBool::new(false)),
             mode: loom::sync::atomic::AtomicU8::new(TOKIO),
             fallback_started: loom::sync::atomic::AtomicBool::new(false),
+            owner: AtomicU64::new(0),
         }
     }
 
-    /// Lock holder only: applies what the owner published.
+    /// Thread `id` takes the shard if nobody owns it. Acquire: it then sees the last
+    /// owner's `tail` and the drain of its `orphan`.
+    pub fn claim(&self, id: u64) -> bool {
+        self.owner.compare_exchange(0, id, Acquire, Relaxed).is_ok()
+    }
+
+    /// Thread `id` registers `key` at `tick`: the owner's fast path if it owns the shard,
+    /// otherwise today's locked insert (a foreign thread, or one whose claim failed).
+    pub fn register_as(&self, id: u64, key: usize, tick: u64) {
+        if self.owner.load(Relaxed) == id {
+            self.owner_register(key, tick);
+            return;
+        }
+        let mut wheel = self.wheel.lock().unwrap();
+        self.drain(&mut wheel);
+        wheel.entries[key] = Some(tick);
+        wheel.fired[key] = false;
+        self.lower_armed(&mut wheel, tick);
+    }
+
+    /// The owner's thread exits: it drains its log under the lock, then lets go (Release:
+    /// the next claim sees its last `tail` and the drain).
+    pub fn orphan(&self, id: u64) {
+        assert_eq!(self.owner.load(Relaxed), id, "only the owner orphans");
+        let mut wheel = self.wheel.lock().unwrap();
+        self.drain(&mut wheel);
+        drop(wheel);
+        self.owner.store(0, Release);
+    }
+
+    /// Lock holder only: applies what the owner published. An insert due before `armed`
+    /// lowers it and notifies, as a locked insert does (ground rule 4): a turn may have
+    /// raised `armed` after the owner read the hint, and another lock holder's drain (a
+    /// foreign thread's, an orphaning owner's), not the turn's second look, may be the one
+    /// that applies the insert; the turn's look then finds the log empty
+    /// (`orphan_vs_turn_vs_a_new_owner` misses an expiry without this).
     pub fn drain(&self, wheel: &mut Wheel) {
+        self.drain_with(wheel, true);
+    }
+
+    /// `drain`; the turn passes `notify: false`: it sets `armed` itself from everything
+    /// it drained.
+    fn drain_with(&self, wheel: &mut Wheel, notify: bool) {
         let head = self.head.load(Relaxed);
         let tail = self.tail.load(Acquire);
         for i in head..tail {
@@ -95,6 +140,9 @@ impl Shard {
                     wheel.entries[key] = Some(tick);
                     wheel.fired[key] = false;
                     self.fired_bits[key].store(false, Relaxed);
+                    if notify && cfg!(not(feature = "no-drain-notify")) {
+                        self.lower_armed(wheel, tick);
+                    }
                 }
                 Op::Cancel { key } => {
                     wheel.entries[key] = None;
@@ -227,7 +275,7 @@ impl Shard {
         let mut next;
         {
             let mut wheel = self.wheel.lock().unwrap();
-            self.drain(&mut wheel);
+            self.drain_with(&mut wheel, false);
             next = NONE;
             for key in 0..KEYS {
                 match wheel.entries[key] {
@@ -246,7 +294,7 @@ impl Shard {
         do_fence();
         if self.tail.load(Relaxed) != self.head.load(Relaxed) {
             let mut wheel = self.wheel.lock().unwrap();
-            self.drain(&mut wheel);
+            self.drain_with(&mut wheel, false);
             for key in 0..KEYS {
                 if let (Some(tick), false) = (wheel.entries[key], wheel.fired[key]) {
                     next = next.min(tick);
@@ -385,6 +433,56 @@ mod tests {
             shard.drain(&mut wheel);
             assert_eq!(wheel.entries[key], Some(9));
             assert!(wheel.wakes[0] <= 1 && wheel.wakes[1] == 0);
+        });
+    }
+
+    /// The owner (thread 1) registers two timers on the fast path and exits (orphan)
+    /// while thread 2 claims the shard, or fails to and registers under the lock, and the
+    /// driver turns at 2 (firing key 3, which raises `armed`). Both owners write the log's
+    /// slots: loom checks that the claim orders them (no data race on a slot); nothing is
+    /// lost, nothing but key 3 woken, and someone turns by tick 5. Bounded at three
+    /// preemptions: unbounded it runs for more than 14 minutes on this host.
+    #[test]
+    fn orphan_vs_turn_vs_a_new_owner() {
+        let mut model = loom::model::Builder::new();
+        model.preemption_bound = Some(3);
+        model.check(|| {
+            let shard = Arc::new(Shard::new());
+            shard.turn(0);
+            shard.register_as(9, 3, 2); // armed = 2: the owners' registers take the fast path
+            shard.notified.store(NONE, SeqCst);
+            assert!(shard.claim(1), "nobody owned it");
+            let first = {
+                let shard = shard.clone();
+                thread::spawn(move || {
+                    shard.register_as(1, 0, 5);
+                    shard.register_as(1, 1, 6);
+                    shard.orphan(1);
+                })
+            };
+            let second = {
+                let shard = shard.clone();
+                thread::spawn(move || {
+                    shard.claim(2);
+                    shard.register_as(2, 2, 7);
+                })
+            };
+            let driver = {
+                let shard = shard.clone();
+                thread::spawn(move || shard.turn(2))
+            };
+            first.join().unwrap();
+            second.join().unwrap();
+            let driver_next = driver.join().unwrap();
+            let alarm = driver_next.min(shard.notified.load(SeqCst));
+            let mut wheel = shard.wheel.lock().unwrap();
+            shard.drain(&mut wheel);
+            assert_eq!(wheel.entries, [Some(5), Some(6), Some(7), Some(2)]);
+            assert_eq!(wheel.wakes, [0, 0, 0, 1]);
+            assert!(
+                alarm <= 5,
+                "missed expiry: nobody turns by tick 5 (alarm {alarm})"
+            );
         });
     }
 
