@@ -4,6 +4,8 @@
 //! clock drives due times and backoffs; every wait has a limit that names what it
 //! waited for.
 
+#[path = "webhooks/clients.rs"]
+mod clients;
 #[path = "webhooks/receiver.rs"]
 mod receiver;
 
