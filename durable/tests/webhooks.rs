@@ -548,3 +548,36 @@ async fn serve_killed_mid_dispatch_loses_no_job_and_repeats_carry_the_same_id() 
         assert!(again[1].delivery > first.delivery);
     }
 }
+
+/// A target's `rate` holds: past the limiter's burst (one second's worth), requests are
+/// spaced at 1/rate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_targets_rate_limit_spaces_requests_past_its_burst() {
+    let server = support::RedisServer::start();
+    let name = unique("hookrate");
+    let queue = queue(&server.url(), &name, 5).await;
+    let (text, key) = secret(10);
+    let receiver = Receiver::start(vec![key], false).await;
+    for i in 0..30 {
+        queue
+            .schedule(&format!("r{i}"), b"{}", Duration::ZERO)
+            .await
+            .unwrap();
+    }
+    let config = format!(
+        "target recv {} secret={text} rate=20 concurrency=30\nqueue {name} recv\nallow-host 127.0.0.1\nallow-scheme http\nallow-net 127.0.0.1/32\n",
+        receiver.url
+    );
+    let _served = serve(&server.url(), &[&name], &config);
+    let received = receiver.wait_for(30, "thirty requests").await;
+    // 20 at once, then 10 more 50 ms apart: the last is sent 500 ms after the first
+    // (which may come late, on a new connection); unlimited, all 30 come within tens of
+    // milliseconds.
+    let spread = received[29].at - received[0].at;
+    assert!(spread >= Duration::from_millis(400), "{spread:?}");
+    let burst = received[19].at - received[0].at;
+    assert!(
+        burst < spread / 2,
+        "the first 20 came at once: {burst:?} of {spread:?}"
+    );
+}

@@ -286,7 +286,11 @@ fn target(words: &[&str]) -> Result<Target, String> {
                     .filter(|j| (0.0..=1.0).contains(j))
                     .ok_or_else(|| format!("target {name}: jitter is 0 to 1"))?;
             }
-            "content-type" => target.content_type = value.to_string(),
+            "content-type" => {
+                reqwest::header::HeaderValue::from_str(value)
+                    .map_err(|_| format!("target {name}: content-type is no header value"))?;
+                target.content_type = value.to_string();
+            }
             other => return Err(format!("target {name}: unknown setting {other:?}")),
         }
     }
@@ -333,4 +337,59 @@ fn tls(ca_file: Option<&std::path::Path>) -> Result<rustls::ClientConfig, String
         }
     };
     Ok(config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+    #[test]
+    fn a_file_parses_and_its_debug_shows_no_secret() {
+        let text = format!(
+            "# targets\ntarget orders https://hooks.example.com/o?key=k1 secret={SECRET} rate=5 timeout-ms=2000\n\
+             queue emails orders\nallow-host hooks.example.com\nallow-net 10.0.0.0/8\n"
+        );
+        let webhooks = Webhooks::parse(&text).unwrap();
+        assert_eq!(
+            (webhooks.queues(), webhooks.targets()),
+            (vec!["emails"], vec!["orders"])
+        );
+        let shown = format!("{webhooks:?}");
+        assert!(
+            !shown.contains("MfKQ9r8G") && !shown.contains("key=k1"),
+            "{shown}"
+        );
+        assert!(shown.contains("hooks.example.com"));
+    }
+
+    #[test]
+    fn wrong_lines_are_named_without_quoting_a_secret() {
+        for (text, says) in [
+            (
+                "target t https://a.example secret=whsec_c2hvcnQ=".to_string(),
+                "line 1: target t: a webhook secret",
+            ),
+            ("target t https://a.example".to_string(), "give it a secret"),
+            (
+                format!("target t https://a.example secret={SECRET} rate=x"),
+                "rate is a whole number",
+            ),
+            (
+                format!("target t https://a.example secret={SECRET} content-type=a\u{1}b"),
+                "no header value",
+            ),
+            ("queue q nowhere".to_string(), "names no target"),
+            ("allow-net 10.0.0.0/40".to_string(), "line 1"),
+            ("bogus".to_string(), "unknown setting \"bogus\""),
+        ] {
+            let err = Webhooks::parse(&text).unwrap_err();
+            assert!(err.contains(says), "{text}: {err}");
+            assert!(
+                !err.contains("MfKQ9r8G") && !err.contains("c2hvcnQ"),
+                "{err}"
+            );
+        }
+    }
 }

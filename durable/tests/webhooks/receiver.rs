@@ -17,6 +17,8 @@ pub struct Received {
     pub body: Vec<u8>,
     /// Which of the receiver's secrets a signature of the request verified under.
     pub verified: Vec<bool>,
+    /// When it came.
+    pub at: std::time::Instant,
 }
 
 #[derive(Default)]
@@ -100,6 +102,7 @@ impl Receiver {
             attempt: header("tickless-attempt").parse().unwrap(),
             body,
             verified,
+            at: std::time::Instant::now(),
         };
         let (status, redirect) = {
             let mut state = self.state.lock().unwrap();
