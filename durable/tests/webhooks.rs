@@ -233,76 +233,110 @@ async fn every_job_of_a_48_hour_schedule_is_posted_once_and_signed() {
     assert!(!stderr.contains(secret_b64), "a secret in serve's output");
 }
 
-/// A target that fails (503, then 500) gets the job again after each
-/// backoff, never before, and acks it once it answers 2xx; the errors say why.
+/// A target down (nothing listening), then up but failing (503), then well: every job
+/// is delivered, each retry due exactly its backoff after the failure (no jitter here)
+/// and none posted before; the errors say why.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_failing_target_gets_retries_spaced_by_the_backoff_then_the_job() {
+async fn a_target_down_then_back_gets_every_job_with_retries_spaced_by_the_backoff() {
     let server = support::RedisServer::start();
     let name = unique("hookdown");
     let queue = queue(&server.url(), &name, 5).await;
     let (text, key) = secret(2);
-    let receiver = Receiver::start(vec![key], false).await;
-    receiver.answer(&[503, 500]);
-    queue
-        .schedule("order:1", b"{}", Duration::from_secs(10))
-        .await
-        .unwrap();
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap(); // free again once this listener is dropped
+    let ids = ["order:1", "order:2", "order:3"];
+    for id in ids {
+        queue
+            .schedule(id, b"{}", Duration::from_secs(10))
+            .await
+            .unwrap();
+    }
     let config = format!(
-        "target recv {} secret={text} backoff-ms=60000 jitter=0\nqueue {name} recv\nallow-host 127.0.0.1\nallow-scheme http\nallow-net 127.0.0.1/32\n",
-        receiver.url
+        "target recv http://{addr}/hook secret={text} backoff-ms=60000 jitter=0\nqueue {name} recv\nallow-host 127.0.0.1\nallow-scheme http\nallow-net 127.0.0.1/32\n"
     );
     let _served = serve(&server.url(), &[&name], &config);
-    queue
-        .advance_manual_clock(Duration::from_secs(10))
-        .await
-        .unwrap();
-    // Attempt 1 answered 503: due again 60 s later (no jitter), not before.
+    let start = SystemTime::UNIX_EPOCH + Duration::from_secs(1_900_000_000);
     let retry = |attempts: u32| {
         move |info: Option<&tickless_durable::JobInfo>| {
             info.is_some_and(|i| i.state == JobState::Scheduled && i.attempts == attempts)
         }
     };
-    let info = wait_info(&queue, "order:1", "the first retry scheduled", retry(1))
+    queue
+        .advance_manual_clock(Duration::from_secs(10))
         .await
         .unwrap();
-    let failed_at = SystemTime::UNIX_EPOCH + Duration::from_secs(1_900_000_010);
-    assert_eq!(info.due, failed_at + Duration::from_secs(60));
-    assert!(
-        info.last_error.as_deref().unwrap().contains("503"),
-        "{info:?}"
-    );
+    // Attempt 1: nothing listens. Due again 60 s after the failure, at 70 s.
+    for id in ids {
+        let info = wait_info(&queue, id, "the first retry scheduled", retry(1))
+            .await
+            .unwrap();
+        assert_eq!(info.due, start + Duration::from_secs(70), "{id}");
+        assert!(
+            info.last_error
+                .as_deref()
+                .unwrap()
+                .contains("cannot reach webhook target recv"),
+            "{info:?}"
+        );
+    }
+    let receiver = Receiver::start_at(&addr.to_string(), vec![key], false).await;
+    receiver.answer(&[503, 503, 503]);
     queue
         .advance_manual_clock(Duration::from_secs(59))
         .await
         .unwrap();
-    assert_eq!(receiver.received().len(), 1, "no retry before its backoff");
+    for id in ids {
+        let info = queue.job(id).await.unwrap().unwrap();
+        assert_eq!(
+            (info.state, info.attempts),
+            (JobState::Scheduled, 1),
+            "{id} early"
+        );
+    }
+    // Attempt 2 at 70 s: 503. Doubled: due again at 190 s.
     queue
         .advance_manual_clock(Duration::from_secs(1))
         .await
         .unwrap();
-    receiver.wait_for(2, "the second attempt").await;
-    // Attempt 2 answered 500: 120 s (doubled).
-    let info = wait_info(&queue, "order:1", "the second retry scheduled", retry(2))
-        .await
-        .unwrap();
-    assert_eq!(info.due, failed_at + Duration::from_secs(180));
+    for id in ids {
+        let info = wait_info(&queue, id, "the second retry scheduled", retry(2))
+            .await
+            .unwrap();
+        assert_eq!(info.due, start + Duration::from_secs(190), "{id}");
+        assert!(
+            info.last_error.as_deref().unwrap().contains("503"),
+            "{info:?}"
+        );
+    }
     queue
-        .advance_manual_clock(Duration::from_secs(120))
+        .advance_manual_clock(Duration::from_secs(119))
         .await
         .unwrap();
-    wait_state(&queue, "order:1", "the job acked", |s| s.is_none()).await;
-    let received = receiver.received();
-    assert_eq!(
-        received.iter().map(|r| r.attempt).collect::<Vec<_>>(),
-        [1, 2, 3]
-    );
-    assert!(
-        received
-            .windows(2)
-            .all(|w| w[0].webhook_id == w[1].webhook_id),
-        "one webhook-id for every attempt"
-    );
-    assert!(received.windows(2).all(|w| w[0].delivery < w[1].delivery));
+    assert_eq!(receiver.received().len(), 3, "a retry before its backoff");
+    queue
+        .advance_manual_clock(Duration::from_secs(1))
+        .await
+        .unwrap();
+    for id in ids {
+        wait_state(&queue, id, "every job acked", |s| s.is_none()).await;
+        let posts: Vec<_> = receiver
+            .received()
+            .into_iter()
+            .filter(|r| r.job_id == id)
+            .collect();
+        assert_eq!(
+            posts.iter().map(|r| r.attempt).collect::<Vec<_>>(),
+            [2, 3],
+            "{id}"
+        );
+        assert_eq!(
+            posts[0].webhook_id, posts[1].webhook_id,
+            "one webhook-id for every attempt"
+        );
+        assert!(posts[0].delivery < posts[1].delivery);
+    }
 }
 
 /// 410 Gone sends the job to the dead set at once, with the status and the answer.

@@ -44,7 +44,12 @@ pub struct Receiver {
 impl Receiver {
     /// A receiver on 127.0.0.1 that verifies with `keys` (the secrets' decoded bytes).
     pub async fn start(keys: Vec<Vec<u8>>, hold: bool) -> Receiver {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        Receiver::start_at("127.0.0.1:0", keys, hold).await
+    }
+
+    /// As [`start`](Receiver::start), listening on `addr`.
+    pub async fn start_at(addr: &str, keys: Vec<Vec<u8>>, hold: bool) -> Receiver {
+        let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
         let addr = listener.local_addr().unwrap();
         let receiver = Receiver {
             url: format!("http://{addr}/hook"),
