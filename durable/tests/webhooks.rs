@@ -51,6 +51,11 @@ fn serve(url: &str, queues: &[&str], config: &str) -> Served {
 
 /// As [`serve`], leading the queues only if `lead`.
 fn serve_with(url: &str, queues: &[&str], config: &str, lead: bool) -> Served {
+    serve_args(url, queues, config, lead, &[])
+}
+
+/// As [`serve_with`], with `extra` arguments; `base` is its address over plain HTTP.
+fn serve_args(url: &str, queues: &[&str], config: &str, lead: bool, extra: &[&str]) -> Served {
     let dir = scratch("serve");
     let file = dir.join("webhooks.conf");
     std::fs::write(&file, config).unwrap();
@@ -61,6 +66,7 @@ fn serve_with(url: &str, queues: &[&str], config: &str, lead: bool) -> Served {
         .args(lead.then_some("--lead"))
         .arg("--webhooks-file")
         .arg(&file)
+        .args(extra)
         .env("TICKLESS_DASHBOARD_ADDR", "127.0.0.1:0")
         .env_remove("TICKLESS_API_TOKENS")
         .env_remove("TICKLESS_API_TOKENS_FILE")
@@ -77,7 +83,7 @@ fn serve_with(url: &str, queues: &[&str], config: &str, lead: bool) -> Served {
         lines.push(line);
     }
     let addr = lines[0]
-        .split("http://")
+        .split("://")
         .nth(1)
         .and_then(|rest| rest.split('/').next())
         .unwrap_or_else(|| panic!("no address in serve's first line {:?}", lines[0]))
@@ -614,4 +620,96 @@ async fn a_targets_rate_limit_spaces_requests_past_its_burst() {
         burst < spread / 2,
         "the first 20 came at once: {burst:?} of {spread:?}"
     );
+}
+
+/// HTTPS targets are verified: against `ca-file`'s CA the request goes through (the
+/// target, a `serve` with a certificate from that CA, answers 404), against the
+/// system's roots the same target is refused for its certificate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn https_targets_are_verified_against_the_ca_file_or_the_systems_roots() {
+    let server = support::RedisServer::start();
+    let dir = scratch("tls");
+    support::make_ca(&dir, "ca");
+    std::fs::write(
+        dir.join("ext"),
+        "subjectAltName=DNS:localhost,IP:127.0.0.1\n",
+    )
+    .unwrap();
+    let request = [
+        "req",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+        "-keyout",
+        "leaf.key",
+        "-out",
+        "leaf.csr",
+        "-subj",
+        "/CN=localhost",
+    ];
+    let sign = [
+        "x509",
+        "-req",
+        "-in",
+        "leaf.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-days",
+        "1",
+        "-extfile",
+        "ext",
+        "-out",
+        "leaf.crt",
+    ];
+    for args in [&request[..], &sign[..]] {
+        let made = support::run_to_end(
+            Command::new("openssl").args(args).current_dir(&dir),
+            Duration::from_secs(30),
+            "openssl",
+        );
+        assert_eq!(made.code, Some(0), "{}", made.stderr);
+    }
+    let (cert, key) = (dir.join("leaf.crt"), dir.join("leaf.key"));
+    let target = serve_args(
+        &server.url(),
+        &[],
+        "allow-host none\n",
+        false,
+        &[
+            "--tls-cert",
+            cert.to_str().unwrap(),
+            "--tls-key",
+            key.to_str().unwrap(),
+        ],
+    );
+    let port = target.base.rsplit(':').next().unwrap().to_string();
+    let (text, _) = secret(11);
+    for (case, ca, says) in [
+        (
+            "ca",
+            format!("ca-file {}\n", dir.join("ca.crt").display()),
+            "answered 404",
+        ),
+        ("roots", String::new(), "certificate"),
+    ] {
+        let name = support::queue_name(&format!("tls{case}"));
+        let queue = queue(&server.url(), &name, 1).await;
+        queue.schedule("j", b"{}", Duration::ZERO).await.unwrap();
+        let config = format!(
+            "target t https://localhost:{port}/hook secret={text}\nqueue {name} t\nallow-host localhost\nallow-net 127.0.0.1/32 ::1/128\n{ca}"
+        );
+        let _served = serve(&server.url(), &[&name], &config);
+        let info = wait_state(&queue, "j", &format!("the {case} job dead"), |s| {
+            s == Some(JobState::Dead)
+        })
+        .await
+        .unwrap();
+        let error = info.last_error.unwrap();
+        assert!(error.contains(says), "{case}: {error}");
+    }
 }
