@@ -48,15 +48,15 @@ fi
 # durable/tests/api_clients.rs drives the HTTP API from Python (standard library) and
 # Node (built-in fetch), and runs schemathesis (PyPI) against its OpenAPI document.
 if ! command -v python3 >/dev/null 2>&1 || ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1 \
-   || ! command -v node >/dev/null 2>&1; then
+   || ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
   if command -v apt-get >/dev/null 2>&1; then
-    echo "python3 (with venv) or node is missing: installing them with apt-get" >&2
+    echo "python3 (with venv), node or npm is missing: installing them with apt-get" >&2
     SUDO=""
     if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
     timeout 600 $SUDO apt-get update
-    DEBIAN_FRONTEND=noninteractive timeout 900 $SUDO apt-get install -y python3 python3-venv nodejs
+    DEBIAN_FRONTEND=noninteractive timeout 900 $SUDO apt-get install -y python3 python3-venv nodejs npm
   else
-    echo "python3 (with venv) or node is missing and apt-get is not here: install them," \
+    echo "python3 (with venv), node or npm is missing and apt-get is not here: install them," \
          "then run this again" >&2
     exit 1
   fi
@@ -71,6 +71,28 @@ if [ -z "${TICKLESS_SCHEMATHESIS:-}" ]; then
   TICKLESS_SCHEMATHESIS="$(cd "$st_venv/bin" && pwd)/schemathesis"
 fi
 export TICKLESS_SCHEMATHESIS
+# durable/tests/webhooks.rs: receivers in Python and Node verifying with the reference
+# Standard Webhooks packages, each installed once under the target directory.
+if [ -z "${TICKLESS_WEBHOOKS_PYTHON:-}" ]; then
+  wh_venv="${CARGO_TARGET_DIR:-target}/webhooks-venv"
+  if ! "$wh_venv/bin/python" -c 'import standardwebhooks' >/dev/null 2>&1; then
+    echo "standardwebhooks (PyPI) is missing: installing it in $wh_venv with pip" >&2
+    timeout 300 python3 -m venv "$wh_venv"
+    timeout 600 "$wh_venv/bin/pip" install --quiet standardwebhooks==1.1.0
+  fi
+  TICKLESS_WEBHOOKS_PYTHON="$(cd "$wh_venv/bin" && pwd)/python"
+fi
+export TICKLESS_WEBHOOKS_PYTHON
+if [ -z "${TICKLESS_WEBHOOKS_NODE_PATH:-}" ]; then
+  wh_node="${CARGO_TARGET_DIR:-target}/webhooks-node"
+  if [ ! -f "$wh_node/node_modules/standardwebhooks/package.json" ]; then
+    echo "standardwebhooks (npm) is missing: installing it in $wh_node with npm" >&2
+    mkdir -p "$wh_node"
+    timeout 600 npm install --silent --no-audit --no-fund --prefix "$wh_node" standardwebhooks@1.1.1
+  fi
+  TICKLESS_WEBHOOKS_NODE_PATH="$(cd "$wh_node/node_modules" && pwd)"
+fi
+export TICKLESS_WEBHOOKS_NODE_PATH
 
 # durable/tests/durable_cold_s3.rs runs the cold tier against a real S3-protocol server:
 # s3s-fs, the s3s project's Rust server that keeps objects as files under a directory and

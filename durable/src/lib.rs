@@ -218,6 +218,9 @@ mod contract;
 #[cfg_attr(docsrs, doc(cfg(feature = "dashboard")))]
 pub mod dashboard;
 mod error;
+#[cfg(feature = "webhooks")]
+#[cfg_attr(docsrs, doc(cfg(feature = "webhooks")))]
+pub mod hook;
 #[cfg(test)]
 mod layers;
 mod leader;

@@ -89,9 +89,17 @@ pub(crate) struct Mount {
 /// queues' in `/metrics`.
 pub(crate) fn mount(app: axum::Router, api: Mount) -> axum::Router {
     let metrics = api.metrics;
-    app.merge(api.router).layer(axum::middleware::from_fn(
+    append_metrics(app.merge(api.router), move || metrics.render())
+}
+
+/// `app` with `render`'s figures after the others in `/metrics`.
+pub(crate) fn append_metrics(
+    app: axum::Router,
+    render: impl Fn() -> String + Clone + Send + Sync + 'static,
+) -> axum::Router {
+    app.layer(axum::middleware::from_fn(
         move |request: Request, next: Next| {
-            let metrics = metrics.clone();
+            let render = render.clone();
             async move {
                 let scrape = request.uri().path() == "/metrics";
                 let response = next.run(request).await;
@@ -103,7 +111,7 @@ pub(crate) fn mount(app: axum::Router, api: Mount) -> axum::Router {
                     return StatusCode::INTERNAL_SERVER_ERROR.into_response();
                 };
                 let mut text = text.to_vec();
-                text.extend_from_slice(metrics.render().as_bytes());
+                text.extend_from_slice(render().as_bytes());
                 parts.headers.remove(header::CONTENT_LENGTH);
                 Response::from_parts(parts, Body::from(text))
             }

@@ -167,6 +167,12 @@ pub(crate) struct Serve {
         requires = "tls_cert"
     )]
     pub(crate) tls_key: Option<std::path::PathBuf>,
+    /// Push delivery (cargo feature `webhooks`): a file naming webhook targets (URL,
+    /// secrets, limits), which queue delivers to which, and the hosts, schemes and
+    /// networks requests may reach; see the crate's README. The queues it names are
+    /// dispatched by this process.
+    #[arg(long, env = "TICKLESS_WEBHOOKS_FILE", value_name = "FILE")]
+    pub(crate) webhooks_file: Option<std::path::PathBuf>,
 }
 
 /// The command line with `env_url` (REDIS_URL) put where the command's URL goes when it

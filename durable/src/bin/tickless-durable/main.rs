@@ -23,6 +23,8 @@
 #[cfg(feature = "api")]
 mod api;
 mod args;
+#[cfg(feature = "webhooks")]
+mod hook;
 
 use args::{options, with_env_url, Cli, Command, Redis, Serve};
 use clap::{CommandFactory, Parser};
@@ -339,7 +341,7 @@ async fn serve(args: Serve) -> Result<(), String> {
     let dashboard = api::show_tokens(dashboard, &api);
     #[cfg(feature = "api")]
     let tls = api::tls(&args)?;
-    let token = args.token.unwrap_or_default();
+    let token = args.token.clone().unwrap_or_default();
     let actions = !args.read_only && !token.is_empty();
     let app = dashboard
         .action_token(token)
@@ -349,6 +351,12 @@ async fn serve(args: Serve) -> Result<(), String> {
         .router();
     #[cfg(feature = "api")]
     let app = api::mount(app, api);
+    #[cfg(feature = "webhooks")]
+    let (app, _dispatchers, hooks_shown) = hook::start(&args, app).await?;
+    #[cfg(not(feature = "webhooks"))]
+    if args.webhooks_file.is_some() {
+        return Err("--webhooks-file needs the `webhooks` feature".into());
+    }
     #[cfg(not(feature = "api"))]
     let tls: Option<()> = match args.tls_cert {
         Some(_) => return Err("--tls-cert needs the `api` feature".into()),
@@ -375,6 +383,10 @@ async fn serve(args: Serve) -> Result<(), String> {
         &mut std::io::stdout(),
         format_args!("{api_shown} on {scheme}://{local}/v1/\n"),
     );
+    #[cfg(feature = "webhooks")]
+    if let Some(shown) = hooks_shown {
+        let _ = std::io::Write::write_fmt(&mut std::io::stdout(), format_args!("{shown}\n"));
+    }
     #[cfg(feature = "api")]
     if let Some(tls) = tls {
         return api::serve_tls(listener, app, tls).await;

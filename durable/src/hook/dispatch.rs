@@ -1,0 +1,260 @@
+//! The dispatcher: for each queue routed to a target, a loop that claims due jobs as a
+//! [`Worker`] does and POSTs each to the target, then acks or fails the delivery.
+//!
+//! A target's limits hold across every queue routed to it: its semaphore bounds the
+//! requests in flight (a job is claimed only with a permit in hand, so no job waits
+//! claimed for a slot), its limiter the requests per second, its client's timeout each
+//! request. The lease of a claim covers the timeout and the wait for the limiter, so a
+//! slow target never loses a delivery to its lease while the request still runs.
+
+use super::guard::{Guard, Resolver};
+use super::metrics::{HookMetrics, Outcome};
+use super::sign::{signature, webhook_id};
+use super::Target;
+use crate::queue::Queue;
+use crate::worker::job::Job;
+use crate::worker::{Worker, WorkerOptions};
+use percent_encoding::{utf8_percent_encode, AsciiSet, CONTROLS};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// The most jobs one claim takes.
+const MAX_CLAIM: usize = 100;
+/// The most bytes of a failed answer's body kept in the job's error.
+const EXCERPT_BYTES: usize = 200;
+/// What a header's value percent-encodes: controls, space, `%`; non-ASCII always.
+const HEADER_ESCAPED: &AsciiSet = &CONTROLS.add(b' ').add(b'%');
+
+/// A target as the dispatcher uses it: its client (connections reused), its limits.
+pub(crate) struct Live {
+    pub(crate) target: Target,
+    guard: Arc<Guard>,
+    client: reqwest::Client,
+    limiter: Option<governor::DefaultDirectRateLimiter>,
+    permits: Arc<Semaphore>,
+}
+
+impl Live {
+    pub(crate) fn new(
+        target: Target,
+        guard: Arc<Guard>,
+        tls: rustls::ClientConfig,
+    ) -> Result<Live, String> {
+        let client = reqwest::Client::builder()
+            .tls_backend_preconfigured(tls)
+            .dns_resolver(Resolver(guard.clone()))
+            .redirect(reqwest::redirect::Policy::none())
+            .no_proxy()
+            .timeout(target.timeout)
+            .connect_timeout(target.timeout.min(Duration::from_secs(10)))
+            .pool_max_idle_per_host(target.concurrency)
+            .user_agent(concat!(
+                "tickless-durable/",
+                env!("CARGO_PKG_VERSION"),
+                " webhooks"
+            ))
+            .build()
+            .map_err(|e| format!("webhook target {}: {e}", target.name))?;
+        let limiter = target
+            .rate
+            .map(|rate| governor::RateLimiter::direct(governor::Quota::per_second(rate)));
+        let permits = Arc::new(Semaphore::new(target.concurrency));
+        Ok(Live {
+            target,
+            guard,
+            client,
+            limiter,
+            permits,
+        })
+    }
+
+    /// The lease a delivery needs: the request's timeout, the wait for the limiter when
+    /// a whole claim is queued behind it, and room for the ack.
+    fn lease(&self) -> Duration {
+        let queued = match self.target.rate {
+            Some(rate) => Duration::from_secs_f64(MAX_CLAIM as f64 / f64::from(rate.get())),
+            None => Duration::ZERO,
+        };
+        self.target.timeout + queued + Duration::from_secs(30)
+    }
+}
+
+/// Claims `queue`'s due jobs and delivers them to `live`'s target, for ever.
+pub(crate) async fn run(queue: Queue, live: Arc<Live>, metrics: HookMetrics) {
+    let options = WorkerOptions {
+        lease: live.lease(),
+        concurrency: live.target.concurrency,
+        backoff: live.target.backoff,
+        ..WorkerOptions::default()
+    };
+    let mut claimer = queue.worker(options.clone());
+    let worker = Arc::new(queue.worker(options));
+    loop {
+        let Ok(first) = live.permits.clone().acquire_owned().await else {
+            return;
+        };
+        let more = live.permits.available_permits().min(MAX_CLAIM - 1);
+        let jobs = match claimer.claim(1 + more).await {
+            Ok(jobs) => jobs,
+            Err(err) => {
+                queue.report("webhooks", &err).await;
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+        };
+        let mut first = Some(first);
+        for job in jobs {
+            let permit = match first.take() {
+                Some(permit) => permit,
+                // Only claim loops take permits, and this one saw them free: another
+                // loop of the same target may have taken some, then this waits.
+                None => match live.permits.clone().acquire_owned().await {
+                    Ok(permit) => permit,
+                    Err(_) => return,
+                },
+            };
+            let delivery = Delivery {
+                queue: queue.clone(),
+                worker: worker.clone(),
+                live: live.clone(),
+                metrics: metrics.clone(),
+            };
+            tokio::spawn(delivery.deliver(job, permit));
+        }
+    }
+}
+
+struct Delivery {
+    queue: Queue,
+    worker: Arc<Worker>,
+    live: Arc<Live>,
+    metrics: HookMetrics,
+}
+
+impl Delivery {
+    async fn deliver(self, job: Job, _permit: OwnedSemaphorePermit) {
+        if let Some(limiter) = &self.live.limiter {
+            limiter.until_ready().await;
+        }
+        let (outcome, status, took, error) = self.send(&job).await;
+        let name = &self.live.target.name;
+        self.metrics.record(name, outcome, status, took);
+        let done = match outcome {
+            Outcome::Delivered => self.worker.ack(&job).await.map(drop),
+            Outcome::Gone => self
+                .worker
+                .fail_delivery(job.id(), job.delivery(), Duration::ZERO, true, &error)
+                .await
+                .map(drop),
+            _ => self.worker.fail(&job, &error).await.map(drop),
+        };
+        // The lease ends, and the job is delivered again: at least once.
+        if let Err(err) = done {
+            self.queue.report("webhooks", &err).await;
+        }
+    }
+
+    /// One request: what came of it, the status (0: none), how long it took, and the
+    /// error for the job (empty when delivered). Errors name the target, never its URL
+    /// (which may carry a credential) or a secret.
+    async fn send(&self, job: &Job) -> (Outcome, u16, Option<Duration>, String) {
+        let target = &self.live.target;
+        let name = &target.name;
+        if let Err(why) = self.live.guard.check(&target.url) {
+            let error = format!("webhook target {name} refused, no request sent: {why}");
+            return (Outcome::Refused, 0, None, error);
+        }
+        let id = webhook_id(self.queue.name(), job.id());
+        let timestamp = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_secs();
+        let request = self
+            .live
+            .client
+            .post(target.url.clone())
+            .header("content-type", &target.content_type)
+            .header(
+                "webhook-signature",
+                signature(&target.secrets, &id, timestamp, job.payload()),
+            )
+            .header("webhook-id", id)
+            .header("webhook-timestamp", timestamp)
+            .header("tickless-queue", header_text(self.queue.name()))
+            .header("tickless-job-id", header_text(job.id()))
+            .header("tickless-delivery", job.delivery())
+            .header("tickless-attempt", job.attempt())
+            .body(job.payload().to_vec());
+        let started = std::time::Instant::now();
+        let mut response = match request.send().await {
+            Ok(response) => response,
+            Err(err) if err.is_timeout() => {
+                let error = format!(
+                    "webhook target {name} did not answer within {:?}",
+                    target.timeout
+                );
+                return (Outcome::Timeout, 0, Some(started.elapsed()), error);
+            }
+            Err(err) => {
+                let error = format!("cannot reach webhook target {name}: {}", chain(err));
+                return (Outcome::Connect, 0, None, error);
+            }
+        };
+        let status = response.status();
+        if status.is_success() {
+            return (
+                Outcome::Delivered,
+                status.as_u16(),
+                Some(started.elapsed()),
+                String::new(),
+            );
+        }
+        let mut body = Vec::new();
+        while body.len() < EXCERPT_BYTES {
+            match response.chunk().await {
+                Ok(Some(chunk)) => body.extend_from_slice(&chunk),
+                _ => break,
+            }
+        }
+        let took = Some(started.elapsed());
+        body.truncate(EXCERPT_BYTES);
+        let excerpt: String = String::from_utf8_lossy(&body)
+            .chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect();
+        let redirect = if status.is_redirection() {
+            " (redirects are not followed)"
+        } else {
+            ""
+        };
+        let error = format!(
+            "webhook target {name} answered {status}{redirect}: {}",
+            excerpt.trim()
+        );
+        let outcome = if status == reqwest::StatusCode::GONE {
+            Outcome::Gone
+        } else {
+            Outcome::Status
+        };
+        (outcome, status.as_u16(), took, error)
+    }
+}
+
+/// A request error and its causes, without the URL.
+fn chain(err: reqwest::Error) -> String {
+    let err = err.without_url();
+    let mut text = err.to_string();
+    let mut source = std::error::Error::source(&err);
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+/// `text` as a header's value: visible ASCII as it is, the rest percent-encoded (UTF-8).
+fn header_text(text: &str) -> String {
+    utf8_percent_encode(text, HEADER_ESCAPED).to_string()
+}

@@ -1,0 +1,143 @@
+//! The dispatcher's figures in Prometheus text format: deliveries by target, outcome and
+//! HTTP status, and the targets' response latency. Targets are named by the operator's
+//! name for them, never by URL (a URL may carry a credential) and never with a secret.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Upper bounds of the latency histogram's buckets, in seconds.
+const BOUNDS_S: [f64; 10] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0, 30.0];
+
+/// What became of one request (or of a delivery refused before any request).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Outcome {
+    /// A 2xx: acknowledged.
+    Delivered,
+    /// Another status: failed, retried after the backoff (or dead after the last).
+    Status,
+    /// 410 Gone: dead at once.
+    Gone,
+    /// No answer within the target's timeout.
+    Timeout,
+    /// No connection (refused, reset, TLS, or every address refused by the guard).
+    Connect,
+    /// Refused before any request: scheme, host or address not allowed.
+    Refused,
+}
+
+impl Outcome {
+    fn name(self) -> &'static str {
+        match self {
+            Outcome::Delivered => "delivered",
+            Outcome::Status => "failed_status",
+            Outcome::Gone => "gone",
+            Outcome::Timeout => "timeout",
+            Outcome::Connect => "connect_error",
+            Outcome::Refused => "refused",
+        }
+    }
+}
+
+#[derive(Default)]
+struct Latency {
+    /// Requests at or under each bound of [`BOUNDS_S`] (not cumulative), then the rest.
+    buckets: [u64; BOUNDS_S.len() + 1],
+    sum: Duration,
+}
+
+#[derive(Default)]
+struct Figures {
+    deliveries: BTreeMap<(String, Outcome, u16), u64>,
+    latency: BTreeMap<String, Latency>,
+}
+
+/// The webhook dispatchers' figures ([`Dispatchers::metrics`](super::Dispatchers::metrics));
+/// [`render`](HookMetrics::render) writes them. Cheap to clone: clones share the figures.
+#[derive(Clone, Default)]
+pub struct HookMetrics {
+    figures: Arc<Mutex<Figures>>,
+}
+
+impl std::fmt::Debug for HookMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("HookMetrics")
+    }
+}
+
+impl HookMetrics {
+    /// Counts a request to `target` (status 0: none came), and its latency if it was sent.
+    pub(crate) fn record(
+        &self,
+        target: &str,
+        outcome: Outcome,
+        status: u16,
+        took: Option<Duration>,
+    ) {
+        let mut figures = self.figures.lock().unwrap_or_else(|e| e.into_inner());
+        *figures
+            .deliveries
+            .entry((target.to_string(), outcome, status))
+            .or_default() += 1;
+        if let Some(took) = took {
+            let latency = figures.latency.entry(target.to_string()).or_default();
+            let at = BOUNDS_S
+                .iter()
+                .position(|bound| took.as_secs_f64() <= *bound)
+                .unwrap_or(BOUNDS_S.len());
+            latency.buckets[at] += 1;
+            latency.sum += took;
+        }
+    }
+
+    /// The figures in Prometheus text format (version 0.0.4).
+    pub fn render(&self) -> String {
+        let figures = self.figures.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out = String::new();
+        out.push_str(
+            "# HELP tickless_webhook_deliveries_total Webhook requests by target, outcome and HTTP status (0: no answer).\n\
+             # TYPE tickless_webhook_deliveries_total counter\n",
+        );
+        for ((target, outcome, status), count) in &figures.deliveries {
+            let _ = writeln!(
+                out,
+                "tickless_webhook_deliveries_total{{target=\"{}\",outcome=\"{}\",status=\"{status}\"}} {count}",
+                escape(target),
+                outcome.name()
+            );
+        }
+        out.push_str(
+            "# HELP tickless_webhook_latency_seconds Webhook targets' response time.\n\
+             # TYPE tickless_webhook_latency_seconds histogram\n",
+        );
+        for (target, latency) in &figures.latency {
+            let target = escape(target);
+            let mut cumulative = 0;
+            for (bound, count) in BOUNDS_S.iter().zip(&latency.buckets) {
+                cumulative += count;
+                let _ = writeln!(
+                    out,
+                    "tickless_webhook_latency_seconds_bucket{{target=\"{target}\",le=\"{bound}\"}} {cumulative}"
+                );
+            }
+            cumulative += latency.buckets[BOUNDS_S.len()];
+            let _ = writeln!(
+                out,
+                "tickless_webhook_latency_seconds_bucket{{target=\"{target}\",le=\"+Inf\"}} {cumulative}\n\
+                 tickless_webhook_latency_seconds_sum{{target=\"{target}\"}} {}\n\
+                 tickless_webhook_latency_seconds_count{{target=\"{target}\"}} {cumulative}",
+                latency.sum.as_secs_f64()
+            );
+        }
+        out
+    }
+}
+
+/// A label value as Prometheus text needs it.
+fn escape(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
