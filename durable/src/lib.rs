@@ -245,6 +245,7 @@ pub use leader::{Leader, LeaderOptions};
 #[cfg(feature = "cold")]
 #[cfg_attr(docsrs, doc(cfg(feature = "cold")))]
 pub use object_store;
+pub use queue::outlet::StreamOutlet;
 pub use queue::recur::{Recurrence, ScheduleInfo};
 pub use queue::repair::Repaired;
 pub use queue::{Queue, MAX_ID_BYTES, MAX_PAYLOAD_BYTES};
