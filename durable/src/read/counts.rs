@@ -257,7 +257,7 @@ pub struct Counters {
     pub quarantined: u64,
     /// Leaderships taken (one per leader change).
     pub leaderships: u64,
-    /// Due jobs promoted to the ready list.
+    /// Due jobs promoted by the leader to the ready list (or to the stream outlet).
     pub promoted: u64,
     /// Promotions by lag: `(le_ms, n)` with `n` promotions whose lag was at most `le_ms`
     /// and above the previous bound (not cumulative); `le_ms` `None` for the rest.
