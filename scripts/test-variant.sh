@@ -19,8 +19,8 @@ variant="${1:?usage: scripts/test-variant.sh tls|acl|tls,acl [--no-crash] [cargo
 shift
 suites=(durable durable_big durable_recur durable_counters durable_repair durable_acl durable_resume
         durable_prop durable_tracing durable_merge durable_delivery durable_stop durable_bulk durable_cli
-        dashboard dashboard_security dashboard_escaping dashboard_due durable_cold api api_clients
-        durable_crash)
+        durable_stream dashboard dashboard_security dashboard_escaping dashboard_due durable_cold api
+        api_clients durable_crash)
 if [ "${1:-}" = "--no-crash" ]; then
   unset 'suites[-1]'
   shift

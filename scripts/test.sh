@@ -94,6 +94,29 @@ if [ -z "${TICKLESS_WEBHOOKS_NODE_PATH:-}" ]; then
 fi
 export TICKLESS_WEBHOOKS_NODE_PATH
 
+# durable/tests/durable_stream_clients.rs reads a queue's stream outlet with consumer
+# groups from Python (redis-py, PyPI) and Node (ioredis, npm: 6.0.0 needs node >= 20).
+if [ -z "${TICKLESS_REDIS_PY:-}" ]; then
+  rp_venv="${CARGO_TARGET_DIR:-target}/redis-py-venv"
+  if [ ! -x "$rp_venv/bin/python" ] || ! "$rp_venv/bin/python" -c 'import redis' 2>/dev/null; then
+    echo "redis-py is missing: installing it in $rp_venv with pip" >&2
+    timeout 300 python3 -m venv "$rp_venv"
+    timeout 600 "$rp_venv/bin/pip" install --quiet redis==8.1.0
+  fi
+  TICKLESS_REDIS_PY="$(cd "$rp_venv/bin" && pwd)/python"
+fi
+export TICKLESS_REDIS_PY
+if [ -z "${TICKLESS_IOREDIS_DIR:-}" ]; then
+  io_dir="${CARGO_TARGET_DIR:-target}/ioredis"
+  if [ ! -d "$io_dir/node_modules/ioredis" ]; then
+    echo "ioredis is missing: installing it in $io_dir with npm" >&2
+    mkdir -p "$io_dir"
+    timeout 600 npm install --silent --no-audit --no-fund --prefix "$io_dir" ioredis@6.0.0
+  fi
+  TICKLESS_IOREDIS_DIR="$(cd "$io_dir" && pwd)"
+fi
+export TICKLESS_IOREDIS_DIR
+
 # durable/tests/durable_cold_s3.rs runs the cold tier against a real S3-protocol server:
 # s3s-fs, the s3s project's Rust server that keeps objects as files under a directory and
 # checks SigV4 signatures. It installs from crates.io like the crate's other tools (moto,

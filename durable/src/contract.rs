@@ -153,6 +153,17 @@ impl Key {
     }
 }
 
+/// The default stream outlet's key after the queue's prefix (`queue/outlet.rs`): a
+/// Redis Stream that due jobs are appended to instead of `ready`, when the queue has an
+/// outlet. Its name is kept in meta (the scripts reach it from there, as they reach
+/// bucket keys from the prefix), and it must carry the queue's hash tag, so it lives in
+/// the queue's slot.
+pub(crate) const STREAM_KEY: &str = "stream";
+/// The meta fields holding the queue's stream outlet: the stream's full key name, and
+/// the `MAXLEN ~` bound each `XADD` trims to. Absent: due jobs go to `ready`.
+pub(crate) const OUTLET_KEY_FIELD: &str = "outlet";
+pub(crate) const OUTLET_MAX_FIELD: &str = "outlet_max";
+
 /// The wake channel's name after the queue's prefix (a channel, not a key).
 pub(crate) const CHANNEL: &str = "wake";
 
@@ -227,18 +238,18 @@ pub(crate) mod script_keys {
     pub(crate) const ALL: &[Key] = &Key::ALL;
     pub(crate) const SCHEDULE: &[Key] = &[Meta, Jobs, Due, Ready, Sent];
     pub(crate) const CANCEL: &[Key] = &[Meta, Jobs, Due, Flight, Dead, Errors, ColdSegs];
-    pub(crate) const RESCHEDULE: &[Key] = &[Meta, Jobs, Due, Ready, Flight, ColdSegs];
+    pub(crate) const RESCHEDULE: &[Key] = &[Meta, Jobs, Due, Ready, Flight, ColdSegs, Errors];
     pub(crate) const CLAIM: &[Key] = &[Meta, Jobs, Due, Ready, Flight, Dead, Errors];
     pub(crate) const FAIL: &[Key] = &[Meta, Jobs, Due, Ready, Flight, Dead, Errors];
     pub(crate) const EXTEND: &[Key] = &[Meta, Jobs, Flight];
-    pub(crate) const GIVE_BACK: &[Key] = &[Meta, Jobs, Ready, Flight];
+    pub(crate) const GIVE_BACK: &[Key] = &[Meta, Jobs, Ready, Flight, Errors];
     pub(crate) const LEASE: &[Key] = &[Meta];
-    pub(crate) const RETRY_DEAD: &[Key] = &[Meta, Jobs, Due, Ready, Dead];
+    pub(crate) const RETRY_DEAD: &[Key] = &[Meta, Jobs, Due, Ready, Dead, Errors];
     pub(crate) const RECUR: &[Key] = &[Meta, Recur, Rnext, Due, Rlow];
     pub(crate) const COLD_TAKE: &[Key] = &[Meta, Jobs, Due];
     pub(crate) const COLD_COMMIT: &[Key] = &[Meta, Jobs, Due, ColdSegs, ColdWindows];
     /// A load, and a thaw (a cold job rescheduled).
-    pub(crate) const COLD_LOAD: &[Key] = &[Meta, Jobs, Due, Ready, ColdSegs];
+    pub(crate) const COLD_LOAD: &[Key] = &[Meta, Jobs, Due, Ready, ColdSegs, Errors];
     pub(crate) const COLD_RETIRE: &[Key] = &[Meta, ColdSegs, ColdWindows];
     pub(crate) const COLD_FIND: &[Key] = &[Meta, ColdSegs];
     pub(crate) const COLD_REPAIR: &[Key] = &[Meta, Jobs, ColdSegs, ColdWindows];
@@ -269,6 +280,10 @@ pub(crate) fn lua_header(keys: &[Key]) -> String {
          {KMAX}, {LEAD_MS}, {DRAIN}, {RLOW_AT}, {DEFAULT_BUSY_LEASE_MS}, {MAX_BATCH} "
     );
     let _ = write!(out, "local COLD_INDEX = '{COLD_INDEX_KEY}' ");
+    let _ = write!(
+        out,
+        "local OUTLET, OUTLET_MAX = '{OUTLET_KEY_FIELD}', '{OUTLET_MAX_FIELD}' "
+    );
     out
 }
 

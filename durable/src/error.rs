@@ -48,6 +48,7 @@ enum Kind {
     InvalidId,
     InvalidQueueName,
     InvalidSchedule,
+    InvalidOutlet,
     Garbage,
     Permission,
     Replication,
@@ -110,6 +111,15 @@ impl Error {
         Error::new(
             Kind::InvalidSchedule,
             format!("invalid recurring schedule {shown:?}{cut}: {why}"),
+        )
+    }
+
+    pub(crate) fn invalid_outlet(key: &str, why: impl fmt::Display) -> Error {
+        let shown: String = key.chars().take(64).collect();
+        let cut = if shown.len() < key.len() { "..." } else { "" };
+        Error::new(
+            Kind::InvalidOutlet,
+            format!("invalid stream outlet {shown:?}{cut}: {why}"),
         )
     }
 
@@ -285,6 +295,14 @@ impl Error {
     /// matches, an unknown time zone, a zero period (see [`Queue::cron`](crate::Queue::cron)).
     pub fn is_invalid_schedule(&self) -> bool {
         self.kind == Kind::InvalidSchedule
+    }
+
+    /// A stream outlet was refused by
+    /// [`Queue::set_stream_outlet`](crate::Queue::set_stream_outlet): an empty key, a key
+    /// outside the queue's hash slot (without the queue's name as its hash tag) or one of
+    /// the queue's own keys, a key holding something other than a stream, a bound of 0.
+    pub fn is_invalid_outlet(&self) -> bool {
+        self.kind == Kind::InvalidOutlet
     }
 
     /// A queue name was empty, too long, or held `{` or `}` (it becomes the hash tag).

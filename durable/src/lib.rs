@@ -10,7 +10,8 @@
 //! are shared by many machines: schedulers [`schedule`](Queue::schedule),
 //! [`cancel`](Queue::cancel) and [`reschedule`](Queue::reschedule) by job id; one elected
 //! [`Leader`] moves due jobs to a ready list; [`Worker`]s take them under a lease and
-//! acknowledge them.
+//! acknowledge them. Or a queue hands its due jobs to a Redis Stream, for consumer
+//! groups in any language ([`Queue::set_stream_outlet`]).
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -47,7 +48,11 @@
 //! - **At least once**: a job leaves Redis only when a worker acks the delivery that
 //!   holds it. A worker that dies loses its deliveries' leases, and the leader puts the
 //!   jobs back when the leases end; so a handler may run again for a job whose earlier
-//!   run had started. Handlers should be idempotent.
+//!   run had started. Handlers should be idempotent. A queue with a stream outlet hands
+//!   a due job to its stream in the script that makes it due, and is done with it:
+//!   acknowledging it is then the consumer group's (`XACK`), as is delivering again an
+//!   entry a consumer left pending (`XAUTOCLAIM`); an entry trimmed by the stream's
+//!   bound is lost, acknowledged or not.
 //! - **One mover, fenced**: the leader holds a lease with a fencing token that grows on
 //!   every new leadership; every move checks it, so a leader that paused past its lease
 //!   moves nothing. A job moves from its bucket exactly once (`SREM`/`ZREM` inside one
@@ -77,7 +82,7 @@
 //!
 //! | key | type | holds |
 //! | --- | --- | --- |
-//! | `meta` | hash | the lease (`holder`, `token`, `expires`), `armed` (when the leader next wakes), the manual clock, the cold tier's deployment id (`cdep`), segment counter (`cseq`) and scan cursor (`cscan`), promotion lag figures, counters `n_*` (one `HINCRBY` in the script that does the counted thing; see [`Counters`]) |
+//! | `meta` | hash | the lease (`holder`, `token`, `expires`), `armed` (when the leader next wakes), the manual clock, the stream outlet (`outlet`, `outlet_max`), the cold tier's deployment id (`cdep`), segment counter (`cseq`) and scan cursor (`cscan`), promotion lag figures, counters `n_*` (one `HINCRBY` in the script that does the counted thing; see [`Counters`]) |
 //! | `jobs` | hash | id → `due\|loc\|attempts\|max\|skip\|payload` |
 //! | `b:<k>:<start>` | set | ids of the jobs in a bucket of level k |
 //! | `due` | sorted set | `b<k>:<start>` per non-empty bucket, scored start − 256 ms; `j<id>` per staged job, scored by its due time; `l`, scored at or before the earliest lease end |
@@ -92,6 +97,7 @@
 //! | `cseg` | hash | cold segment number → `window\|left\|bytes` |
 //! | `cwin` | sorted set | cold segment numbers, scored by their window's start |
 //! | `sent` | sorted set | `<token>:<id>` of jobs due within the resend window that a schedule call which may be sent again added, scored by when (`ConnectOptions::retry_schedules_for`); older members are removed by later calls |
+//! | `stream` | stream | the default key of the stream outlet: one entry per job made due (`id`, `delivery`, `attempt`, `due`, `payload`), trimmed with `MAXLEN ~`; an outlet may name another key with the queue's hash tag, which the scripts reach through `meta` as they reach buckets through the prefix |
 //! | `wake` | channel | earlier wakes and shortened leases, for the leader and candidates |
 //!
 //! # The scripts
@@ -248,6 +254,7 @@ pub use leader::{Leader, LeaderOptions};
 #[cfg(feature = "cold")]
 #[cfg_attr(docsrs, doc(cfg(feature = "cold")))]
 pub use object_store;
+pub use queue::outlet::StreamOutlet;
 pub use queue::recur::{Recurrence, ScheduleInfo};
 pub use queue::repair::Repaired;
 pub use queue::{Queue, MAX_ID_BYTES, MAX_PAYLOAD_BYTES};

@@ -1,7 +1,7 @@
 //! README's minimal ACL user, tested by what the queue does, not by a list of commands:
 //! every role (scheduler, leader with its takeover repair and recurring refill, worker,
 //! the inspecting calls, repair, retry of dead jobs, the cold tier's move, load and
-//! lookups) runs as exactly that user and
+//! lookups, a stream outlet) runs as exactly that user and
 //! succeeds; the same roles as a user missing any one grant of README's line meet a
 //! permission error in a real call (so every grant is needed, and removing one from the
 //! README fails this test); README's extra grants (`+wait`, `+scan`) are needed by what it
@@ -19,7 +19,8 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 use support::{at, queue_name, readme_acl, readme_user, RedisServer, T0};
 use tickless_durable::{
-    CatchUp, ConnectOptions, Error, Failed, JobState, LeaderOptions, Queue, WorkerOptions,
+    CatchUp, ConnectOptions, Error, Failed, JobState, LeaderOptions, Queue, StreamOutlet,
+    WorkerOptions,
 };
 
 type Admin = redis::aio::MultiplexedConnection;
@@ -158,6 +159,23 @@ async fn roles(url: &str, name: &str, admin: &mut Admin) -> Step<()> {
         "cron",
         burst.cron("minutely", "* * * * *", "UTC", b"").await,
     )?;
+
+    // Stream outlet: a job due at once is appended to the queue's stream (XADD, checked
+    // by the script before it writes), then due jobs go to `ready` again.
+    let outlet = StreamOutlet::new(queue.default_stream_key()).with_max_len(10);
+    step(
+        "set_stream_outlet",
+        queue.set_stream_outlet(Some(&outlet)).await,
+    )?;
+    yes(
+        "schedule (outlet)",
+        queue.schedule("out", b"", at(T0)).await,
+    )?;
+    let entries: i64 = cmd(admin, &["XLEN", &key("stream")]).await;
+    check("schedule (outlet)", entries == 1, || {
+        format!("{entries} entries in the stream")
+    })?;
+    step("set_stream_outlet", queue.set_stream_outlet(None).await)?;
 
     // Leader, by hand: takes the lease (and repairs in the background), ticks.
     let mut options = LeaderOptions::default();

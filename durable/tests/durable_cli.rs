@@ -1,6 +1,6 @@
 //! The operator's binary run as a process, on what trips a new user: the URL taken from
-//! `REDIS_URL` by every command, `queues`, a mistyped queue name, and due jobs that no
-//! leader will deliver.
+//! `REDIS_URL` by every command, `queues`, a mistyped queue name, due jobs that no
+//! leader will deliver, and a queue's stream outlet set, shown and removed.
 
 use std::process::Command;
 use std::time::Duration;
@@ -170,4 +170,57 @@ async fn inspect_warns_when_jobs_are_due_and_no_leader_runs() {
     assert!(leader.is_leading());
     let led = inspect();
     assert!(!led.stdout.contains("WARNING"), "{}", led.stdout);
+}
+
+#[tokio::test]
+async fn stream_outlet_sets_shows_and_removes_a_queues_outlet() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let queue = queue_with_a_job(&server, "alerts").await;
+    let shown = run(&["stream-outlet", &url, "alerts"], None);
+    assert_eq!(shown.code, Some(0), "{}", shown.stderr);
+    assert!(
+        shown.stdout.contains("no stream outlet"),
+        "{}",
+        shown.stdout
+    );
+
+    let refused = run(
+        &["stream-outlet", &url, "alerts", "--stream", "{orders}:due"],
+        None,
+    );
+    assert_ne!(refused.code, Some(0));
+    assert!(refused.stderr.contains("hash tag"), "{}", refused.stderr);
+    let refused = run(
+        &["stream-outlet", &url, "alerts", "--on", "--max-len", "0"],
+        None,
+    );
+    assert_ne!(refused.code, Some(0));
+    assert!(refused.stderr.contains("MAXLEN"), "{}", refused.stderr);
+
+    let set = run(
+        &["stream-outlet", &url, "alerts", "--on", "--max-len", "500"],
+        None,
+    );
+    assert_eq!(set.code, Some(0), "{}", set.stderr);
+    assert!(
+        set.stdout
+            .contains("stream outlet tickless:{alerts}:stream (MAXLEN ~ 500)"),
+        "{}",
+        set.stdout
+    );
+    queue.schedule("now", b"", Duration::ZERO).await.unwrap();
+    let length = server.cli(&["XLEN", "tickless:{alerts}:stream"]);
+    assert_eq!(length.trim(), "1", "the job due at once is in the stream");
+    let inspected = run(&["inspect", &url, "alerts"], None);
+    assert!(
+        inspected.stdout.contains("1 jobs streamed"),
+        "{}",
+        inspected.stdout
+    );
+
+    let off = run(&["stream-outlet", &url, "alerts", "--off"], None);
+    assert_eq!(off.code, Some(0), "{}", off.stderr);
+    assert!(off.stdout.contains("no stream outlet"), "{}", off.stdout);
+    assert_eq!(queue.stream_outlet().await.unwrap(), None);
 }

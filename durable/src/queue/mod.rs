@@ -2,6 +2,7 @@
 
 pub(crate) mod admin;
 pub(crate) mod merge;
+pub(crate) mod outlet;
 pub(crate) mod recur;
 pub(crate) mod repair;
 pub(crate) mod schedule;

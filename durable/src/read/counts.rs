@@ -257,7 +257,7 @@ pub struct Counters {
     pub quarantined: u64,
     /// Leaderships taken (one per leader change).
     pub leaderships: u64,
-    /// Due jobs promoted to the ready list.
+    /// Due jobs promoted by the leader to the ready list (or to the stream outlet).
     pub promoted: u64,
     /// Promotions by lag: `(le_ms, n)` with `n` promotions whose lag was at most `le_ms`
     /// and above the previous bound (not cumulative); `le_ms` `None` for the rest.
@@ -282,6 +282,10 @@ pub struct Counters {
     pub cold_moved: u64,
     /// Jobs loaded back from the cold tier into the wheel.
     pub cold_loaded: u64,
+    /// Due jobs appended to the queue's stream outlet (see
+    /// [`Queue::set_stream_outlet`](crate::Queue::set_stream_outlet)); each left the
+    /// queue then, as an acked job does.
+    pub streamed: u64,
 }
 
 impl Queue {
@@ -306,6 +310,7 @@ impl Queue {
             "script_errors",
             "cold_out",
             "cold_in",
+            "streamed",
         ];
         let lag_fields: Vec<String> = LAG_BOUNDS_MS
             .iter()
@@ -361,6 +366,7 @@ impl Queue {
             script_errors: n(9),
             cold_moved: n(10),
             cold_loaded: n(11),
+            streamed: n(names.len() - 1),
             last_script_error,
             leader_failing,
             leader_error,
@@ -369,7 +375,7 @@ impl Queue {
                 .map(|&b| Some(b))
                 .chain([None])
                 .enumerate()
-                .map(|(i, le)| (le, n(12 + i)))
+                .map(|(i, le)| (le, n(names.len() + i)))
                 .collect(),
         })
     }

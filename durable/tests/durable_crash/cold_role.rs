@@ -375,7 +375,7 @@ fn loaded(args: &[&[u8]]) -> Option<&'static str> {
 }
 
 /// Which of the stopped-at scripts `args` calls, by the keys it declares: cold_load.lua's
-/// are meta, jobs, due, ready, cseg; cold_commit.lua's meta, jobs, due, cseg, cwin;
+/// are meta, jobs, due, ready, cseg, errors; cold_commit.lua's meta, jobs, due, cseg, cwin;
 /// cold_retire.lua's meta, cseg, cwin.
 fn script_of(args: &[&[u8]]) -> Option<&'static str> {
     let name = args.first()?.to_ascii_uppercase();
@@ -389,7 +389,7 @@ fn script_of(args: &[&[u8]]) -> Option<&'static str> {
     let keys = args.get(3..3 + keys)?;
     let ends = |i: usize, suffix: &str| keys[i].ends_with(suffix.as_bytes());
     match keys.len() {
-        5 if ends(3, ":ready") && ends(4, ":cseg") => Some("load"),
+        6 if ends(3, ":ready") && ends(4, ":cseg") && ends(5, ":errors") => Some("load"),
         5 if ends(3, ":cseg") && ends(4, ":cwin") => Some("commit"),
         3 if ends(1, ":cseg") && ends(2, ":cwin") => Some("retire"),
         _ => None,

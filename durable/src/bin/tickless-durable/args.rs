@@ -102,6 +102,32 @@ pub(crate) enum Command {
         /// The queue's name.
         queue: String,
     },
+    /// Shows a queue's stream outlet; with `--on` or `--stream`, sets it: due jobs are then
+    /// appended to that Redis Stream (fields id, delivery, attempt, due, payload) instead
+    /// of the ready list, for consumer groups in any language; `--off` removes it. The
+    /// setting is kept in Redis: every leader, scheduler and worker of the queue applies it.
+    #[command(override_usage = "tickless-durable stream-outlet [OPTIONS] [URL] <QUEUE>")]
+    StreamOutlet {
+        #[command(flatten)]
+        redis: Redis,
+        /// The queue's name.
+        queue: String,
+        /// Sets the outlet into the queue's default stream, `tickless:{<queue>}:stream`.
+        #[arg(long, conflicts_with_all = ["stream", "off"])]
+        on: bool,
+        /// Sets the outlet into this stream; its hash tag must be the queue's name
+        /// (`tickless:{<queue>}:stream:<name>`, `out:{<queue>}`), so it lives in the
+        /// queue's hash slot.
+        #[arg(long, value_name = "KEY", conflicts_with = "off")]
+        stream: Option<String>,
+        /// The bound each XADD trims the stream to (`MAXLEN ~`): an entry trimmed is
+        /// lost, acknowledged by its consumer group or not.
+        #[arg(long, default_value_t = 100_000)]
+        max_len: u64,
+        /// Removes the outlet: due jobs go to the ready list again.
+        #[arg(long)]
+        off: bool,
+    },
     /// Serves the web dashboard and Prometheus `/metrics` (cargo feature `dashboard`).
     #[command(override_usage = "tickless-durable serve [OPTIONS] [URL] [QUEUES]...")]
     Serve(Serve),

@@ -30,7 +30,7 @@ use args::{options, with_env_url, Cli, Command, Redis, Serve};
 use clap::{CommandFactory, Parser};
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use tickless_durable::{Error, Queue, Recurrence};
+use tickless_durable::{Error, Queue, Recurrence, StreamOutlet};
 
 /// Exit code of a command that found no such queue or job.
 const NOT_FOUND: u8 = 3;
@@ -207,6 +207,32 @@ async fn run(command: Command) -> Result<(), Failure> {
                 )))
             }
         }
+        Command::StreamOutlet {
+            redis,
+            queue,
+            on,
+            stream,
+            max_len,
+            off,
+        } => {
+            let queue = connect(&redis, &queue).await?;
+            let key = stream.or_else(|| on.then(|| queue.default_stream_key()));
+            if let Some(key) = key {
+                let outlet = StreamOutlet::new(key).with_max_len(max_len);
+                queue.set_stream_outlet(Some(&outlet)).await?;
+            } else if off {
+                queue.set_stream_outlet(None).await?;
+            }
+            match queue.stream_outlet().await? {
+                Some(outlet) => println!(
+                    "stream outlet {} (MAXLEN ~ {}): due jobs go to the stream",
+                    outlet.key(),
+                    outlet.max_len()
+                ),
+                None => println!("no stream outlet: due jobs go to the ready list"),
+            }
+            Ok(())
+        }
         Command::Repair { redis, queue } => {
             let fixed = existing(&redis, &queue).await?.repair().await?;
             println!(
@@ -268,6 +294,14 @@ async fn inspect(queue: &Queue) -> Result<(), Error> {
     );
     if stats.manual_clock {
         println!("  manual clock at {} ms", ms(stats.now));
+    }
+    if let Some(outlet) = queue.stream_outlet().await? {
+        println!(
+            "  stream outlet {} (MAXLEN ~ {}): {} jobs streamed",
+            outlet.key(),
+            outlet.max_len(),
+            queue.counters().await?.streamed
+        );
     }
     let windows = queue.cold_windows().await?;
     if let Some(first) = windows.first() {

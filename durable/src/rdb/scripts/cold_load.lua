@@ -1,8 +1,8 @@
 -- cold_load.lua: the leader's load of a cold segment back into the wheel (cold.rs), some
 -- of its jobs per call, before their window starts.
 --
--- KEYS     meta, jobs, due, ready, cseg (contract.rs, script_keys::COLD_LOAD); bucket
---          and index keys are built from meta's prefix
+-- KEYS     meta, jobs, due, ready, cseg, errors (contract.rs, script_keys::COLD_LOAD);
+--          bucket and index keys are built from meta's prefix
 -- ARGV     token, seg, then id, record pairs read from segment `seg`
 -- Returns  { 0 } if `token` is not the current leadership's or its lease has ended; else
 --          { now, loaded, dropped }: loaded counts the jobs put back into the wheel,

@@ -1,8 +1,8 @@
 -- cold_thaw.lua: reschedule.lua's second half for a cold job (cold.rs): its record, read
 -- from its segment, goes back into the wheel at the new due time.
 --
--- KEYS     meta, jobs, due, ready, cseg (contract.rs, script_keys::COLD_LOAD); bucket
---          and index keys are built from meta's prefix
+-- KEYS     meta, jobs, due, ready, cseg, errors (contract.rs, script_keys::COLD_LOAD);
+--          bucket and index keys are built from meta's prefix
 -- ARGV     id, seg, record (as segment `seg` holds it), when ('a<ms>' or 'r<us>')
 -- Returns  { now, 1 } if the job moved; { now, 0 } if the index no longer names `seg`
 --          for `id` (loaded, cancelled or moved since reschedule.lua looked: the caller

@@ -1,7 +1,7 @@
 -- give_back.lua: a stopping worker hands back deliveries it will not finish, so that
 -- they are ready again at once, not when their lease ends.
 --
--- KEYS     meta, jobs, ready, flight (contract.rs, script_keys::GIVE_BACK)
+-- KEYS     meta, jobs, ready, flight, errors (contract.rs, script_keys::GIVE_BACK)
 -- ARGV     pairs: id, delivery (at most MAX_BATCH pairs)
 -- Returns  { now, given_back }: how many of those deliveries still held their job.
 --
@@ -13,7 +13,8 @@
 -- no failure of the job (Sidekiq and asynq put a stopping worker's jobs back without
 -- counting a retry). Leaving `flight` can leave the lease marker `l` earlier than the
 -- earliest lease end: harmless, the leader then wakes early, finds nothing ended, and
--- moves the marker.
+-- moves the marker. On a queue with a stream outlet, the jobs go to the stream instead
+-- (lib/batch.lua's `outlet`).
 local now = meta()
 local ids, dels = arg_deliveries(1)
 local n = #ids
@@ -39,8 +40,13 @@ for i = 1, n do
 end
 if #back > 0 then
   expect(READY, 'list')
+  local out = outlet_check()
   call_all('ZREM', FLIGHT, back)
   call_all('HSET', JOBS, writes)
-  call_all('RPUSH', READY, back)
+  if out then
+    call_all('RPUSH', READY, outlet(out, back))
+  else
+    call_all('RPUSH', READY, back)
+  end
 end
 return { now, #back }

@@ -1,6 +1,6 @@
 -- reschedule.lua: moves a waiting job to a new due time; O(1).
 --
--- KEYS     meta, jobs, due, ready, flight, cseg (contract.rs,
+-- KEYS     meta, jobs, due, ready, flight, cseg, errors (contract.rs,
 --          script_keys::RESCHEDULE); bucket keys are built from meta's prefix
 -- ARGV     id, when ('a<ms>' or 'r<us>', as in schedule.lua)
 -- Returns  { now, 1 } if the job was waiting (in a bucket, staged or ready) and now waits

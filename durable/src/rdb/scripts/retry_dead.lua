@@ -1,6 +1,6 @@
 -- retry_dead.lua: gives dead jobs a new set of attempts, due now.
 --
--- KEYS     meta, jobs, due, ready, dead (contract.rs,
+-- KEYS     meta, jobs, due, ready, dead, errors (contract.rs,
 --          script_keys::RETRY_DEAD); bucket keys are built from meta's prefix
 -- ARGV     ids (one to MAX_BATCH)
 -- Returns  for each id: 1 if the job was dead and is now ready, 0 if the id names no

@@ -2,7 +2,8 @@
 -- command per kind.
 
 -- Changes collected by a script at time `now` and applied with one command per kind:
--- `writes` (id, record pairs for `jobs`), and, made when first needed, `ready` (ids),
+-- `writes` (id, record pairs for `jobs`), and, made when first needed, `ready` (ids; with
+-- `out`, the queue's stream outlet when it has one, found by check_batch),
 -- `staged` (score, member pairs for `due`), `order` (the bucket members in the order
 -- first met) with `sets` (each member's ids). `h` is the horizon: the end of the level-0
 -- slot holding now + LEAD; a job due before it is staged, one due later goes to the
@@ -11,7 +12,7 @@
 function batch(now)
   local h = now + LEAD
   return { now = now, h = h - h % W0 + W0, writes = {}, ready = nil, staged = nil,
-           order = nil, sets = nil, wake = nil, known = nil }
+           order = nil, sets = nil, wake = nil, known = nil, out = nil }
 end
 
 function wake_at(b, t)
@@ -95,6 +96,7 @@ function check_batch(b, lazy)
   end
   if b.ready and #b.ready > 0 then
     expect(READY, 'list')
+    b.out = outlet_check()
   end
   for i = lazy and 2 or 1, order and #order or 0 do
     expect(bucket_key(order[i]), 'set')
@@ -130,10 +132,15 @@ function flush(b, armed, checked)
   if b.staged then
     call_all('ZADD', DUE, b.staged)
   end
-  if b.ready then
-    call_all('RPUSH', READY, b.ready)
-  end
   call_all('HSET', JOBS, b.writes)
+  -- After the records: the outlet reads the jobs' records as just written.
+  if b.ready then
+    if b.out then
+      call_all('RPUSH', READY, outlet(b.out, b.ready))
+    else
+      call_all('RPUSH', READY, b.ready)
+    end
+  end
   armed = wake ~= nil and tonumber(armed)
   if armed and armed > 0 and wake < armed then
     local m = redis.call('HMGET', META, 'expires', 'busy')
@@ -146,4 +153,73 @@ function flush(b, armed, checked)
     redis.call('HSET', META, 'armed', at, 'expires', ends)
     redis.call('PUBLISH', CHANNEL, at .. ' ' .. ends)
   end
+end
+
+-- The queue's stream outlet (queue/outlet.rs: meta's OUTLET and OUTLET_MAX fields), or
+-- nil when it has none and due jobs go to `ready`. Read and checked before any write
+-- (meta's type was checked when the script read it): the stream key's type, the
+-- user's grant to XADD to it, and `errors` where the script declares it, for `outlet`'s
+-- writes. Returns { key, maxlen, meta's last delivery number } (a script that hands out
+-- delivery numbers itself, claim.lua, calls neither this nor `outlet`).
+function outlet_check()
+  local m = redis.call('HMGET', META, OUTLET, OUTLET_MAX, 'delivery')
+  if not m[1] then
+    return nil
+  end
+  local max = tonumber(m[2])
+  if max == nil or max < 1 or max % 1 ~= 0 then
+    garbage(META, 'field ' .. OUTLET_MAX .. ' is ' .. string.format('%q', tostring(m[2])) ..
+      ', not a positive integer')
+  end
+  local found = redis.call('TYPE', m[1])['ok']
+  if found ~= 'none' and found ~= 'stream' then
+    garbage(m[1], 'expected a stream, found a ' .. found)
+  end
+  -- XADD is checked here, not by the script's permission check (script_acl.rs): only a
+  -- queue with an outlet needs the grant, for its stream's key.
+  if not redis.acl_check_cmd('XADD', m[1], '*', 'id', '') then
+    error({ err = 'NOPERM this user may not run XADD on ' .. m[1] .. ', the stream outlet of'
+      .. ' the queue (grant +xadd and the key); checked before the script wrote anything:'
+      .. ' nothing was changed' })
+  end
+  if ERRORS then
+    expect(ERRORS, 'hash')
+  end
+  return { m[1], int(max), tonumber(m[3]) or 0 }
+end
+
+-- Hands the due jobs `ids` (their records written already) to the stream outlet `out`
+-- (outlet_check's): each whose record reads as a job due (loc 's') becomes one entry,
+-- `XADD <key> MAXLEN ~ <max> * id <id> delivery <n> attempt <a> due <ms> payload <p>`,
+-- with the next delivery number of meta's `delivery` (as a claim gives one) and the
+-- attempt it would have been; the job then leaves the queue as if acked (its record and
+-- its last error are deleted: the stream owns it now). Returns the ids it did not take
+-- (a record it cannot read), for `ready`, where a claim quarantines them as ever.
+function outlet(out, ids)
+  local recs = read_all('hash', 'HMGET', JOBS, ids)
+  local key, max, last = out[1], out[2], out[3]
+  local gone, left, seen = {}, {}, {}
+  for i = 1, #ids do
+    local id = ids[i]
+    local j = not seen[id] and readable(recs[i])
+    if j and j.loc == 's' then
+      seen[id] = true
+      last = last + 1
+      redis.call('XADD', key, 'MAXLEN', '~', max, '*', 'id', id, 'delivery', int(last),
+        'attempt', int(j.att + 1), 'due', int(j.due), 'payload', j.payload)
+      gone[#gone + 1] = id
+    elseif not seen[id] then
+      left[#left + 1] = id
+    end
+  end
+  if #gone > 0 then
+    out[3] = last
+    redis.call('HSET', META, 'delivery', int(last))
+    call_all('HDEL', JOBS, gone)
+    if ERRORS then
+      call_all('HDEL', ERRORS, gone)
+    end
+    count('n_streamed', #gone)
+  end
+  return left
 end
