@@ -75,8 +75,11 @@ impl Serve {
         let dir = std::env::temp_dir().join(format!("api_vs_lib.{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("a temporary directory");
         let tokens = dir.join("tokens");
-        std::fs::write(&tokens, format!("bench schedule,work,read {queue} {token}\n"))
-            .expect("the token file");
+        std::fs::write(
+            &tokens,
+            format!("bench schedule,work,read {queue} {token}\n"),
+        )
+        .expect("the token file");
         let mut child = Command::new(&bin)
             .args(["serve", "--addr", "127.0.0.1:0", redis_url, queue, "--lead"])
             .env("TICKLESS_API_TOKENS_FILE", &tokens)
@@ -134,7 +137,13 @@ struct WrkRun {
 
 /// Runs `wrk` with `script` against `serve`, `vars` in its environment, sampling serve's
 /// RSS while it runs; prints wrk's output (the raw figures) indented.
-fn wrk(serve: &Serve, script: &str, threads: usize, conns: usize, vars: &[(&str, String)]) -> WrkRun {
+fn wrk(
+    serve: &Serve,
+    script: &str,
+    threads: usize,
+    conns: usize,
+    vars: &[(&str, String)],
+) -> WrkRun {
     let secs = env("SECS", 5);
     let script = format!("{}/wrk/{script}", env!("CARGO_MANIFEST_DIR"));
     let done = Arc::new(AtomicBool::new(false));
@@ -174,7 +183,11 @@ fn wrk(serve: &Serve, script: &str, threads: usize, conns: usize, vars: &[(&str,
     done.store(true, Ordering::Relaxed);
     let peak_rss = sampler.join().expect("the RSS sampler");
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "wrk failed: {text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "wrk failed: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     for line in text.lines() {
         println!("    {line}");
     }
@@ -344,7 +357,10 @@ fn main() {
         // Leave the next round an empty queue to claim from.
         runtime.block_on(drain(&api));
         let (rss, hwm) = serve.rss();
-        println!("\nserve after round {}: VmRSS {rss:.1} MiB, VmHWM {hwm:.1} MiB\n", round + 1);
+        println!(
+            "\nserve after round {}: VmRSS {rss:.1} MiB, VmHWM {hwm:.1} MiB\n",
+            round + 1
+        );
         after.push(rss);
     }
     std::thread::sleep(Duration::from_secs(5));
@@ -360,8 +376,16 @@ fn main() {
     println!(
         "\nserve's VmRSS: {rss0:.1} MiB at start, peaks under load {}, after each round {}, \
          {rss:.1} MiB 5 s after (VmHWM {hwm:.1} MiB)",
-        peaks.iter().map(|p| format!("{p:.1}")).collect::<Vec<_>>().join(" / "),
-        after.iter().map(|p| format!("{p:.1}")).collect::<Vec<_>>().join(" / "),
+        peaks
+            .iter()
+            .map(|p| format!("{p:.1}"))
+            .collect::<Vec<_>>()
+            .join(" / "),
+        after
+            .iter()
+            .map(|p| format!("{p:.1}"))
+            .collect::<Vec<_>>()
+            .join(" / "),
     );
 }
 
@@ -451,10 +475,14 @@ async fn work(queue: &Queue, n: usize) {
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     let _ = stop.send(());
-    worker.await.expect("the worker's task").expect("the worker");
+    worker
+        .await
+        .expect("the worker's task")
+        .expect("the worker");
 }
 
-/// Works what the HTTP run left (ready, or in flight under its lease) with the library.
+/// Works the ready jobs the HTTP run left with the library (those it left in flight wait
+/// out their 60 s lease; the next round's count takes them out on both sides).
 async fn drain(queue: &Queue) {
     let mut options = WorkerOptions::default();
     options.lease = Duration::from_secs(60);
@@ -468,6 +496,9 @@ async fn drain(queue: &Queue) {
         for job in &jobs {
             worker.ack(job).await.expect("ack");
         }
-        assert!(Instant::now() < limit, "drained the HTTP run's ready jobs within 60 s");
+        assert!(
+            Instant::now() < limit,
+            "drained the HTTP run's ready jobs within 60 s"
+        );
     }
 }
