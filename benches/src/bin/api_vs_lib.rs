@@ -1,0 +1,504 @@
+//! Issue 38's HTTP API against the library called directly, on one redis-server, in one
+//! run, interleaved (library, then HTTP, `ROUNDS` times), medians and ratios at the end.
+//!
+//! The program starts its own redis-server (`appendfsync everysec`, no RDB saves) and
+//! `tickless-durable serve` (release build with the feature `api`, named by
+//! `TICKLESS_DURABLE_BIN`, default `$CARGO_TARGET_DIR/release/tickless-durable`) on a free
+//! port with a token file of its own and `--lead` on the HTTP side's queue. The HTTP load
+//! comes from `wrk` (Debian's package) with the Lua scripts in `benches/wrk/`:
+//!
+//! - **single**: the library's `schedule` with 100 calls in flight (`S` calls) against
+//!   `POST jobs` over 64 keep-alive connections (`schedule.lua`: a new id on every
+//!   request). Jobs are 200-byte payloads due in 48 h.
+//! - **batch**: `schedule_batch` of 1,000 jobs, 2 in flight (`B` batches), against
+//!   `POST jobs/batch` of the same 1,000 jobs over 2 connections (`batch.lua`).
+//! - **work**: `W` ready jobs (`When::After(ZERO)`), worked by the Rust `Worker::run`
+//!   (default options: up to 32 handlers, acks riding on the next claim) with a handler
+//!   that returns `Ok` at once, against `POST claim` (`max` 10) + `POST ack` of what it
+//!   got, over 16 connections (`work.lua`); jobs/s from the queue's counts.
+//!
+//! Each HTTP run lasts `SECS` seconds (default 5). `serve`'s `VmRSS` is sampled every
+//! 100 ms during each HTTP run (the peak is reported), and read again after each round
+//! and at the end after 5 s idle (`VmHWM` too).
+//!
+//! Run: `cargo build --release -p tickless-durable --features api --bin tickless-durable
+//! && cargo run --release -p tickless-bench --features api --bin api_vs_lib`.
+
+use futures::stream::{self, StreamExt};
+use std::io::{BufRead, BufReader, Read};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tickless_durable::{Queue, When, WorkerOptions};
+use tickless_test_support::RedisServer;
+
+const IN_FLIGHT: usize = 100;
+const CONNECTIONS: usize = 64;
+const BATCH: usize = 1_000;
+const BATCHES_IN_FLIGHT: usize = 2;
+const CLAIM_MAX: usize = 10;
+const WORK_CONNECTIONS: usize = 16;
+const BYTES: usize = 200;
+const DELAY: Duration = Duration::from_secs(48 * 3600);
+
+fn env(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// A secret of 24 random bytes, in hex, from the kernel.
+fn secret() -> String {
+    let mut bytes = [0u8; 24];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .expect("/dev/urandom");
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// `tickless-durable serve` on a free loopback port; killed on drop.
+struct Serve {
+    child: Child,
+    base: String,
+    dir: PathBuf,
+}
+
+impl Serve {
+    fn start(redis_url: &str, queue: &str, token: &str) -> Serve {
+        let bin = std::env::var("TICKLESS_DURABLE_BIN").unwrap_or_else(|_| {
+            let target = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into());
+            format!("{target}/release/tickless-durable")
+        });
+        let dir = std::env::temp_dir().join(format!("api_vs_lib.{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a temporary directory");
+        let tokens = dir.join("tokens");
+        std::fs::write(
+            &tokens,
+            format!("bench schedule,work,read {queue} {token}\n"),
+        )
+        .expect("the token file");
+        let mut child = Command::new(&bin)
+            .args(["serve", "--addr", "127.0.0.1:0", redis_url, queue, "--lead"])
+            .env("TICKLESS_API_TOKENS_FILE", &tokens)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {bin} (build it with --features api): {e}"));
+        let stdout = child.stdout.take().expect("serve's stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        let line = lines
+            .next()
+            .expect("serve printed its address before exiting")
+            .expect("serve's first line");
+        let base = line
+            .split_whitespace()
+            .find(|w| w.starts_with("http://"))
+            .unwrap_or_else(|| panic!("no address in serve's line {line:?}"))
+            .trim_end_matches('/')
+            .to_string();
+        // Keep reading its output so that it never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        Serve { child, base, dir }
+    }
+
+    /// (`VmRSS`, `VmHWM`) in MiB.
+    fn rss(&self) -> (f64, f64) {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .expect("serve's /proc status");
+        let kib = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+                .unwrap_or_else(|| panic!("no {name} in serve's status"))
+        };
+        (kib("VmRSS:") / 1024.0, kib("VmHWM:") / 1024.0)
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// What one `wrk` run gave: requests/s, bad answers, its seconds, peak `VmRSS` (MiB).
+struct WrkRun {
+    requests_per_s: f64,
+    bad: u64,
+    secs: f64,
+    peak_rss: f64,
+}
+
+/// Runs `wrk` with `script` against `serve`, `vars` in its environment, sampling serve's
+/// RSS while it runs; prints wrk's output (the raw figures) indented.
+fn wrk(
+    serve: &Serve,
+    script: &str,
+    threads: usize,
+    conns: usize,
+    vars: &[(&str, String)],
+) -> WrkRun {
+    let secs = env("SECS", 5);
+    let script = format!("{}/wrk/{script}", env!("CARGO_MANIFEST_DIR"));
+    let done = Arc::new(AtomicBool::new(false));
+    let sampler = {
+        let (done, pid) = (done.clone(), serve.child.id());
+        std::thread::spawn(move || {
+            let mut peak = 0.0f64;
+            while !done.load(Ordering::Relaxed) {
+                if let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/status")) {
+                    let kib = s
+                        .lines()
+                        .find_map(|l| l.strip_prefix("VmRSS:"))
+                        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+                        .unwrap_or(0.0);
+                    peak = peak.max(kib / 1024.0);
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            peak
+        })
+    };
+    let started = Instant::now();
+    let out = Command::new("wrk")
+        .args([
+            &format!("-t{threads}"),
+            &format!("-c{conns}"),
+            &format!("-d{secs}s"),
+            "--latency",
+            "-s",
+            &script,
+            &serve.base,
+        ])
+        .envs(vars.iter().map(|(k, v)| (*k, v.as_str())))
+        .output()
+        .expect("wrk (apt-get install -y wrk)");
+    let secs = started.elapsed().as_secs_f64();
+    done.store(true, Ordering::Relaxed);
+    let peak_rss = sampler.join().expect("the RSS sampler");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "wrk failed: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for line in text.lines() {
+        println!("    {line}");
+    }
+    let value = |prefix: &str| {
+        text.lines()
+            .find_map(|l| l.trim().strip_prefix(prefix))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+    };
+    WrkRun {
+        requests_per_s: value("Requests/sec:").expect("wrk's Requests/sec"),
+        bad: value("Non-2xx or 3xx responses:").unwrap_or(0.0) as u64,
+        secs,
+        peak_rss,
+    }
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() {
+    let rounds = env("ROUNDS", 3);
+    let s = env("S", 100_000);
+    let b = env("B", 100);
+    let w = env("W", 100_000);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let server = RedisServer::start_with_args(&[
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "everysec",
+        "--save",
+        "",
+    ]);
+    let token = secret();
+    let serve = Serve::start(&server.url(), "api", &token);
+    let lib = runtime
+        .block_on(Queue::connect(&server.url(), "lib"))
+        .expect("connect");
+    let api = runtime
+        .block_on(Queue::connect(&server.url(), "api"))
+        .expect("connect");
+    println!("# The HTTP API against the library (issue 38)\n");
+    println!(
+        "redis-server (appendfsync everysec, no RDB saves) and `tickless-durable serve --lead` \
+         started by this program; {BYTES}-byte payloads due in 48 h; {rounds} rounds, library \
+         then HTTP in each; wrk runs of {} s.\n",
+        env("SECS", 5)
+    );
+    let (rss0, _) = serve.rss();
+    println!("serve's VmRSS at start: {rss0:.1} MiB\n");
+    let names = ["single", "batch", "work"];
+    let mut lib_rates: [Vec<f64>; 3] = Default::default();
+    let mut api_rates: [Vec<f64>; 3] = Default::default();
+    let mut peaks = Vec::new();
+    let mut after = Vec::new();
+    let token_var = || ("TOKEN", token.clone());
+    for round in 0..rounds {
+        println!("## Round {}\n", round + 1);
+
+        // single
+        let t = Instant::now();
+        runtime.block_on(singles(&lib, &format!("s{round}"), s));
+        let rate = s as f64 / t.elapsed().as_secs_f64();
+        println!("library, schedule, {IN_FLIGHT} in flight: {s} jobs, {rate:.0} jobs/s");
+        lib_rates[0].push(rate);
+        let before = runtime.block_on(api.stats()).expect("stats").scheduled;
+        let run = wrk(
+            &serve,
+            "schedule.lua",
+            2,
+            CONNECTIONS,
+            &[
+                token_var(),
+                ("QUEUE", "api".into()),
+                ("PREFIX", format!("s{round}")),
+                ("BYTES", BYTES.to_string()),
+                ("DELAY_MS", DELAY.as_millis().to_string()),
+            ],
+        );
+        let added = runtime.block_on(api.stats()).expect("stats").scheduled - before;
+        println!(
+            "HTTP, POST jobs, {CONNECTIONS} connections: {:.0} requests/s, {added} jobs added \
+             ({:.0}/s), {} bad answers, serve's peak VmRSS {:.1} MiB\n",
+            run.requests_per_s,
+            added as f64 / run.secs,
+            run.bad,
+            run.peak_rss
+        );
+        api_rates[0].push(run.requests_per_s);
+        peaks.push(run.peak_rss);
+
+        // batch
+        let t = Instant::now();
+        runtime.block_on(batches(&lib, &format!("b{round}"), b));
+        let rate = (b * BATCH) as f64 / t.elapsed().as_secs_f64();
+        println!(
+            "library, schedule_batch of {BATCH}, {BATCHES_IN_FLIGHT} in flight: {b} batches, \
+             {rate:.0} jobs/s"
+        );
+        lib_rates[1].push(rate);
+        let before = runtime.block_on(api.stats()).expect("stats").scheduled;
+        let run = wrk(
+            &serve,
+            "batch.lua",
+            BATCHES_IN_FLIGHT,
+            BATCHES_IN_FLIGHT,
+            &[
+                token_var(),
+                ("QUEUE", "api".into()),
+                ("PREFIX", format!("b{round}")),
+                ("BYTES", BYTES.to_string()),
+                ("DELAY_MS", DELAY.as_millis().to_string()),
+                ("BATCH", BATCH.to_string()),
+            ],
+        );
+        let added = runtime.block_on(api.stats()).expect("stats").scheduled - before;
+        let rate = run.requests_per_s * BATCH as f64;
+        println!(
+            "HTTP, POST jobs/batch of {BATCH}, {BATCHES_IN_FLIGHT} connections: {rate:.0} jobs/s, \
+             {added} jobs added, {} bad answers, serve's peak VmRSS {:.1} MiB\n",
+            run.bad, run.peak_rss
+        );
+        api_rates[1].push(rate);
+        peaks.push(run.peak_rss);
+
+        // work
+        runtime.block_on(ready_jobs(&lib, &format!("w{round}"), w));
+        let t = Instant::now();
+        runtime.block_on(work(&lib, w));
+        let rate = w as f64 / t.elapsed().as_secs_f64();
+        println!("library, Worker::run (defaults, handler Ok at once): {w} jobs, {rate:.0} jobs/s");
+        lib_rates[2].push(rate);
+        // Enough ready jobs that the run does not drain them.
+        let http_jobs = (rate * env("SECS", 5) as f64 * 1.5) as usize;
+        runtime.block_on(ready_jobs(&api, &format!("w{round}"), http_jobs));
+        let before = runtime.block_on(api.stats()).expect("stats");
+        let run = wrk(
+            &serve,
+            "work.lua",
+            2,
+            WORK_CONNECTIONS,
+            &[
+                token_var(),
+                ("QUEUE", "api".into()),
+                ("MAX", CLAIM_MAX.to_string()),
+            ],
+        );
+        let stats = runtime.block_on(api.stats()).expect("stats");
+        // Jobs neither ready nor in flight any more: acked (leftovers of an earlier
+        // round, in flight under their lease, count on both sides).
+        let acked = (before.ready + before.in_flight) - (stats.ready + stats.in_flight);
+        let rate = acked as f64 / run.secs;
+        println!(
+            "HTTP, POST claim (max {CLAIM_MAX}) + POST ack, {WORK_CONNECTIONS} connections: \
+             {acked} jobs acked ({rate:.0} jobs/s; {} left ready, {} in flight), {:.0} \
+             requests/s, {} bad answers, serve's peak VmRSS {:.1} MiB",
+            stats.ready, stats.in_flight, run.requests_per_s, run.bad, run.peak_rss
+        );
+        api_rates[2].push(rate);
+        peaks.push(run.peak_rss);
+        // Leave the next round an empty queue to claim from.
+        runtime.block_on(drain(&api));
+        let (rss, hwm) = serve.rss();
+        println!(
+            "\nserve after round {}: VmRSS {rss:.1} MiB, VmHWM {hwm:.1} MiB\n",
+            round + 1
+        );
+        after.push(rss);
+    }
+    std::thread::sleep(Duration::from_secs(5));
+    let (rss, hwm) = serve.rss();
+    println!("serve 5 s after the last round: VmRSS {rss:.1} MiB, VmHWM {hwm:.1} MiB\n");
+    println!("## Medians of {rounds} rounds\n");
+    println!("| workload | library | HTTP | ratio |");
+    println!("|---|---:|---:|---:|");
+    for (i, name) in names.iter().enumerate() {
+        let (l, h) = (median(&mut lib_rates[i]), median(&mut api_rates[i]));
+        println!("| {name} | {l:.0} jobs/s | {h:.0} jobs/s | {:.2}x |", h / l);
+    }
+    println!(
+        "\nserve's VmRSS: {rss0:.1} MiB at start, peaks under load {}, after each round {}, \
+         {rss:.1} MiB 5 s after (VmHWM {hwm:.1} MiB)",
+        peaks
+            .iter()
+            .map(|p| format!("{p:.1}"))
+            .collect::<Vec<_>>()
+            .join(" / "),
+        after
+            .iter()
+            .map(|p| format!("{p:.1}"))
+            .collect::<Vec<_>>()
+            .join(" / "),
+    );
+}
+
+fn payload() -> Vec<u8> {
+    vec![b'x'; BYTES]
+}
+
+/// `n` single `schedule` calls, 100 in flight, ids `<prefix>:<i>`.
+async fn singles(queue: &Queue, prefix: &str, n: usize) {
+    let p = Arc::new(payload());
+    stream::iter(0..n)
+        .map(|i| {
+            let (q, p) = (queue.clone(), p.clone());
+            let id = format!("{prefix}:{i}");
+            async move {
+                let added = q.schedule(&id, p.as_slice(), When::After(DELAY)).await;
+                assert!(added.expect("schedule"), "a new id");
+            }
+        })
+        .buffer_unordered(IN_FLIGHT)
+        .collect::<Vec<()>>()
+        .await;
+}
+
+/// `n` batches of 1,000 jobs, 2 in flight, ids `<prefix>:<i>`.
+async fn batches(queue: &Queue, prefix: &str, n: usize) {
+    let p = Arc::new(payload());
+    stream::iter(0..n)
+        .map(|c| {
+            let (q, p) = (queue.clone(), p.clone());
+            let ids: Vec<String> = (0..BATCH)
+                .map(|i| format!("{prefix}:{}", c * BATCH + i))
+                .collect();
+            async move {
+                let jobs = ids
+                    .iter()
+                    .map(|id| (id.as_str(), p.as_slice(), When::After(DELAY)));
+                let added = q.schedule_batch(jobs).await.expect("schedule_batch");
+                assert!(added.iter().all(|&a| a), "a batch's ids were new");
+            }
+        })
+        .buffer_unordered(BATCHES_IN_FLIGHT)
+        .collect::<Vec<()>>()
+        .await;
+}
+
+/// `n` jobs ready now (`When::After(ZERO)`), ids `<prefix>:<i>`.
+async fn ready_jobs(queue: &Queue, prefix: &str, n: usize) {
+    let p = payload();
+    let ids: Vec<String> = (0..n).map(|i| format!("{prefix}:{i}")).collect();
+    for chunk in ids.chunks(BATCH) {
+        let jobs = chunk
+            .iter()
+            .map(|id| (id.as_str(), p.as_slice(), When::After(Duration::ZERO)));
+        queue.schedule_batch(jobs).await.expect("schedule_batch");
+    }
+    let ready = queue.stats().await.expect("stats").ready;
+    assert!(ready >= n as u64, "{n} jobs ready, {ready} found");
+}
+
+/// `Worker::run` with default options until `n` handlers have run and every job is
+/// acked (nothing ready or in flight).
+async fn work(queue: &Queue, n: usize) {
+    let ran = Arc::new(AtomicUsize::new(0));
+    let counter = ran.clone();
+    let (stop, shutdown) = tokio::sync::oneshot::channel::<()>();
+    let worker = tokio::spawn(queue.worker(WorkerOptions::default()).run_until(
+        move |_job| {
+            counter.fetch_add(1, Ordering::Relaxed);
+            async { Ok::<(), std::io::Error>(()) }
+        },
+        shutdown,
+    ));
+    let limit = Instant::now() + Duration::from_secs(120);
+    loop {
+        if ran.load(Ordering::Relaxed) >= n {
+            let stats = queue.stats().await.expect("stats");
+            if stats.ready == 0 && stats.in_flight == 0 {
+                break;
+            }
+        }
+        assert!(
+            Instant::now() < limit,
+            "the worker acked {n} jobs within 120 s ({} handlers ran)",
+            ran.load(Ordering::Relaxed)
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let _ = stop.send(());
+    worker
+        .await
+        .expect("the worker's task")
+        .expect("the worker");
+}
+
+/// Works the ready jobs the HTTP run left with the library (those it left in flight wait
+/// out their 60 s lease; the next round's count takes them out on both sides).
+async fn drain(queue: &Queue) {
+    let mut options = WorkerOptions::default();
+    options.lease = Duration::from_secs(60);
+    let worker = queue.worker(options);
+    let limit = Instant::now() + Duration::from_secs(60);
+    loop {
+        let jobs = worker.try_claim(1_000).await.expect("claim");
+        if jobs.is_empty() {
+            break;
+        }
+        for job in &jobs {
+            worker.ack(job).await.expect("ack");
+        }
+        assert!(
+            Instant::now() < limit,
+            "drained the HTTP run's ready jobs within 60 s"
+        );
+    }
+}
