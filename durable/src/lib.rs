@@ -261,6 +261,7 @@ pub use queue::{Queue, MAX_ID_BYTES, MAX_PAYLOAD_BYTES};
 pub use rdb::{ConnectOptions, MAX_QUEUE_NAME_BYTES};
 pub use read::counts::{queue_names, Counters, DueBucket};
 pub use read::stats::Stats;
+pub use read::stream::{StreamGroup, StreamInfo};
 pub use reply::{JobInfo, JobState};
 pub use when::{CatchUp, When};
 pub use worker::backoff::Backoff;

@@ -171,18 +171,10 @@ fn a_python_service_works_through_serve_on_a_redis_cluster() {
 /// lines: they schedule two 48-hour jobs and cancel one; on the queue's manual clock,
 /// nothing comes before 48 hours pass, then their pull loop works the other.
 fn run_readme_service(lang: &str, program: &str, file: &str) {
-    let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
-    let blocks: Vec<&str> = readme
-        .split(&format!("```{lang}\n"))
-        .skip(1)
-        .map(|rest| rest.split("\n```").next().unwrap())
-        .collect();
-    assert_eq!(blocks.len(), 1, "one ```{lang} block in the README");
-    let snippet = blocks[0];
+    let address = "http://127.0.0.1:8025/v1/queues/orders";
+    let snippet = support::readme_block(lang, address);
     let lines = snippet.lines().count();
     assert!(lines < 30, "the README's {lang} service has {lines} lines");
-    let address = "http://127.0.0.1:8025/v1/queues/orders";
     assert_eq!(snippet.matches(address).count(), 1, "{snippet}");
 
     let server = support::RedisServer::start();

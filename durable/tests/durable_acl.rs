@@ -175,6 +175,11 @@ async fn roles(url: &str, name: &str, admin: &mut Admin) -> Step<()> {
     check("schedule (outlet)", entries == 1, || {
         format!("{entries} entries in the stream")
     })?;
+    let info = step("stream_info", queue.stream_info().await)?;
+    let (length, groups) = info.map_or((0, 0), |i| (i.length, i.groups.len()));
+    check("stream_info", (length, groups) == (1, 0), || {
+        format!("stream_info saw {length} entries, {groups} groups")
+    })?;
     step("set_stream_outlet", queue.set_stream_outlet(None).await)?;
 
     // Leader, by hand: takes the lease (and repairs in the background), ticks.

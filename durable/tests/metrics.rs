@@ -277,3 +277,85 @@ async fn a_leader_without_a_grant_it_needs_says_so() {
     let page = get(&watcher, &format!("/queue/{name}")).await;
     assert!(!page.contains("id=\"leader-failing\""), "{page}");
 }
+
+/// A queue with a stream outlet: `/metrics` says so (the stream's key), with the stream's
+/// length and each consumer group's pending entries and consumers, and so does the
+/// queue's page; without the outlet, both say the ready list.
+#[tokio::test]
+async fn a_stream_outlet_shows_its_length_and_groups_pending() {
+    let server = support::RedisServer::start();
+    let name = support::queue_name("metrics-stream");
+    let queue = Queue::connect(&server.url(), &name).await.unwrap();
+    queue
+        .set_manual_clock(Some(support::at(support::T0)))
+        .await
+        .unwrap();
+    let key = queue.default_stream_key();
+    queue
+        .set_stream_outlet(Some(&tickless_durable::StreamOutlet::new(&key)))
+        .await
+        .unwrap();
+    let page = get(&queue, &format!("/queue/{name}")).await;
+    assert!(
+        page.contains(&format!("{key}</code>: 0 entries.")),
+        "a stream not written yet: {page}"
+    );
+    for i in 0..5 {
+        // Due at once: appended by the schedule's own script.
+        let due = support::at(support::T0);
+        queue.schedule(&format!("j{i}"), b"x", due).await.unwrap();
+    }
+    let mut admin = server.admin().await;
+    let cmd = |args: &[&str]| {
+        let mut cmd = redis::cmd(args[0]);
+        cmd.arg(&args[1..]);
+        cmd
+    };
+    let _: () = cmd(&["XGROUP", "CREATE", &key, "billing", "0"])
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let _: redis::Value = cmd(&[
+        "XREADGROUP",
+        "GROUP",
+        "billing",
+        "me",
+        "COUNT",
+        "2",
+        "STREAMS",
+        &key,
+        ">",
+    ])
+    .query_async(&mut admin)
+    .await
+    .unwrap();
+
+    let text = get(&queue, "/metrics").await;
+    let queue_label = format!("queue=\"{name}\"");
+    for line in [
+        format!("tickless_delivery_mode{{{queue_label},mode=\"stream\",stream=\"{key}\"}} 1"),
+        format!("tickless_stream_length{{{queue_label},stream=\"{key}\"}} 5"),
+        format!("tickless_stream_pending{{{queue_label},stream=\"{key}\",group=\"billing\"}} 2"),
+        format!("tickless_stream_consumers{{{queue_label},stream=\"{key}\",group=\"billing\"}} 1"),
+        format!("tickless_events_total{{{queue_label},event=\"streamed\"}} 5"),
+    ] {
+        assert!(text.contains(&line), "no {line} in\n{text}");
+    }
+    let page = get(&queue, &format!("/queue/{name}")).await;
+    assert!(
+        page.contains(&format!("{key}</code>: 5 entries.")),
+        "{page}"
+    );
+    assert!(
+        page.contains("<td>billing</td><td>2</td><td>1</td>"),
+        "the group's pending and consumers: {page}"
+    );
+
+    queue.set_stream_outlet(None).await.unwrap();
+    let text = get(&queue, "/metrics").await;
+    let workers = format!("tickless_delivery_mode{{{queue_label},mode=\"workers\"}} 1");
+    assert!(text.contains(&workers), "no {workers} in\n{text}");
+    assert!(!text.contains("tickless_stream_length"), "{text}");
+    let page = get(&queue, &format!("/queue/{name}")).await;
+    assert!(page.contains("Due jobs go to the ready list"), "{page}");
+}

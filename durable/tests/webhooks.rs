@@ -2,10 +2,13 @@
 //! --webhooks-file` against a real redis-server, POSTing to receivers in this process
 //! (axum, signatures checked by hand: tests/webhooks/receiver.rs). The queue's manual
 //! clock drives due times and backoffs; every wait has a limit that names what it
-//! waited for.
+//! waited for. The reference receivers (and README's) are in webhooks/clients.rs, Redis
+//! restarted under the dispatcher in webhooks/outage.rs.
 
 #[path = "webhooks/clients.rs"]
 mod clients;
+#[path = "webhooks/outage.rs"]
+mod outage;
 #[path = "webhooks/receiver.rs"]
 mod receiver;
 
@@ -225,15 +228,23 @@ async fn every_job_of_a_48_hour_schedule_is_posted_once_and_signed() {
         "{metrics}"
     );
     assert!(metrics.contains("tickless_webhook_latency_seconds_count{target=\"recv\"} 48"));
+    // The queue's delivery mode: the target by its name (not its URL), no retry.
+    let route = format!("tickless_webhook_queue_target{{queue=\"{name}\",target=\"recv\"}} 1");
+    assert!(metrics.contains(&route), "no {route} in {metrics}");
+    assert!(
+        !metrics.contains("tickless_webhook_retries_total{"),
+        "{metrics}"
+    );
     // The secret is nowhere: not in /metrics, the dashboard's pages, serve's output.
     let pages = [
         metrics,
         get(&served.base, "/").await,
-        get(&served.base, &format!("/queues/{name}")).await,
+        get(&served.base, &format!("/queue/{name}")).await,
     ];
     let secret_b64 = text.trim_start_matches("whsec_");
     for page in &pages {
         assert!(!page.contains(secret_b64), "a secret on a page");
+        assert!(!page.contains(&receiver.url), "the target's URL on a page");
     }
     let stderr = std::fs::read_to_string(&served.stderr).unwrap();
     assert!(!stderr.contains(secret_b64), "a secret in serve's output");
@@ -262,7 +273,7 @@ async fn a_target_down_then_back_gets_every_job_with_retries_spaced_by_the_backo
     let config = format!(
         "target recv http://{addr}/hook secret={text} backoff-ms=60000 jitter=0\nqueue {name} recv\nallow-host 127.0.0.1\nallow-scheme http\nallow-net 127.0.0.1/32\n"
     );
-    let _served = serve(&server.url(), &[&name], &config);
+    let served = serve(&server.url(), &[&name], &config);
     let start = SystemTime::UNIX_EPOCH + Duration::from_secs(1_900_000_000);
     let retry = |attempts: u32| {
         move |info: Option<&tickless_durable::JobInfo>| {
@@ -342,6 +353,16 @@ async fn a_target_down_then_back_gets_every_job_with_retries_spaced_by_the_backo
             "one webhook-id for every attempt"
         );
         assert!(posts[0].delivery < posts[1].delivery);
+    }
+    // /metrics: each request by what became of it, and the retries (attempts 2 and 3).
+    let metrics = get(&served.base, "/metrics").await;
+    for line in [
+        "tickless_webhook_deliveries_total{target=\"recv\",outcome=\"connect_error\",status=\"0\"} 3",
+        "tickless_webhook_deliveries_total{target=\"recv\",outcome=\"failed_status\",status=\"503\"} 3",
+        "tickless_webhook_deliveries_total{target=\"recv\",outcome=\"delivered\",status=\"204\"} 3",
+        "tickless_webhook_retries_total{target=\"recv\"} 6",
+    ] {
+        assert!(metrics.contains(line), "no {line} in {metrics}");
     }
 }
 

@@ -99,7 +99,8 @@ pub(super) async fn render(queues: &[Queue]) -> String {
         "Running totals kept in Redis by the queue's scripts: scheduled, delivered, acked, \
          retried, died, quarantined (records a script could not read), leaderships \
          (leader changes), cold_moved and cold_loaded (jobs moved to the cold tier's store \
-         and back), script_errors (script calls of a leader or worker that raised and \
+         and back), streamed (jobs appended to the queue's stream outlet), script_errors \
+         (script calls of a leader or worker that raised and \
          changed nothing: garbage in a key, a missing permission).",
     );
     let mut hist = Family::new(
@@ -141,6 +142,28 @@ pub(super) async fn render(queues: &[Queue]) -> String {
         "tickless_cold_next_window_start_seconds",
         "gauge",
         "The start (Unix seconds) of a queue's earliest cold window: the next to load.",
+    );
+    let mut mode = Family::new(
+        "tickless_delivery_mode",
+        "gauge",
+        "1 for how a queue's due jobs leave it: `workers` (its ready list, claimed by \
+         workers, the HTTP API's and webhook dispatchers alike) or `stream` (its stream \
+         outlet, label `stream` the key).",
+    );
+    let mut stream_len = Family::new(
+        "tickless_stream_length",
+        "gauge",
+        "Entries in a queue's stream outlet (XLEN), read or not.",
+    );
+    let mut stream_pending = Family::new(
+        "tickless_stream_pending",
+        "gauge",
+        "Entries of a queue's stream read by a consumer of the group and not acknowledged.",
+    );
+    let mut stream_consumers = Family::new(
+        "tickless_stream_consumers",
+        "gauge",
+        "Consumers a consumer group of a queue's stream knows.",
     );
     let mut errors = Family::new(
         "tickless_scrape_errors",
@@ -215,6 +238,7 @@ pub(super) async fn render(queues: &[Queue]) -> String {
                 ("script_errors", c.script_errors),
                 ("cold_moved", c.cold_moved),
                 ("cold_loaded", c.cold_loaded),
+                ("streamed", c.streamed),
             ] {
                 totals.add(&[("queue", q), ("event", event)], n);
             }
@@ -227,6 +251,20 @@ pub(super) async fn render(queues: &[Queue]) -> String {
             hist.add_suffixed("_sum", &[("queue", q)], seconds(c.lag_sum_ms));
             hist.add_suffixed("_count", &[("queue", q)], c.promoted);
             failing.add(&[("queue", q)], c.leader_failing);
+        }
+        match queue.stream_info().await {
+            Ok(None) => mode.add(&[("queue", q), ("mode", "workers")], 1),
+            Ok(Some(info)) => {
+                let key = info.key.as_str();
+                mode.add(&[("queue", q), ("mode", "stream"), ("stream", key)], 1);
+                stream_len.add(&[("queue", q), ("stream", key)], info.length);
+                for g in &info.groups {
+                    let labels = [("queue", q), ("stream", key), ("group", g.name.as_str())];
+                    stream_pending.add(&labels, g.pending);
+                    stream_consumers.add(&labels, g.consumers);
+                }
+            }
+            Err(_) => {} // as the other optional reads: the figures are left out
         }
         if let Ok(schedules) = queue.schedules().await {
             recurring.add(&[("queue", q)], schedules.len());
@@ -261,6 +299,10 @@ pub(super) async fn render(queues: &[Queue]) -> String {
         &cold_bytes,
         &cold_segments,
         &cold_next,
+        &mode,
+        &stream_len,
+        &stream_pending,
+        &stream_consumers,
         &errors,
     ] {
         family.write(&mut out);

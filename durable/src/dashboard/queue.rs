@@ -6,7 +6,9 @@ use super::due::{coming_due, due_ranges};
 use super::history::History;
 use super::html::{ago, human, leader_cell, page, unix_ms, Ctx};
 use super::svg::{self, amount};
-use crate::{CatchUp, ColdWindow, DueBucket, JobInfo, Queue, Recurrence, ScheduleInfo, Stats};
+use crate::{
+    CatchUp, ColdWindow, DueBucket, JobInfo, Queue, Recurrence, ScheduleInfo, Stats, StreamInfo,
+};
 use maud::{html, Markup};
 use std::time::{Duration, SystemTime};
 
@@ -31,6 +33,9 @@ pub(super) struct QueueView<'a> {
     pub(super) leader_failing: (u64, Option<String>),
     /// The cold tier's windows (empty for a queue without one).
     pub(super) cold: Vec<ColdWindow>,
+    /// The stream outlet (`None`: due jobs go to the ready list), or why it could not be
+    /// read.
+    pub(super) stream: Result<Option<StreamInfo>, String>,
 }
 
 pub(super) fn queue_page(ctx: &Ctx<'_>, view: &QueueView<'_>, history: &History) -> Markup {
@@ -39,6 +44,7 @@ pub(super) fn queue_page(ctx: &Ctx<'_>, view: &QueueView<'_>, history: &History)
         h1 { "Queue " span id="queue-name" { (name) } }
         p { small { (view.queue.url()) } }
         (counts(s))
+        (delivery(&view.stream))
         (no_leader(s, &view.buckets))
         (leader_failing(&view.leader_failing))
         (script_errors(&view.script_errors))
@@ -86,6 +92,31 @@ fn counts(s: &Stats) -> Markup {
 
 /// A warning when jobs are due and no leader holds the lease: only a leader moves due
 /// jobs to the ready list, so none of them is delivered until one runs.
+/// How due jobs leave the queue: its ready list (workers, the HTTP API's and webhook
+/// dispatchers alike), or its stream outlet with the stream's length and groups.
+fn delivery(stream: &Result<Option<StreamInfo>, String>) -> Markup {
+    html! {
+        @match stream {
+            Ok(None) => p id="delivery" { "Due jobs go to the ready list, for workers." },
+            Ok(Some(info)) => {
+                p id="delivery" {
+                    "Due jobs go to the stream " code { (info.key) } ": "
+                    (info.length) " entries."
+                }
+                @if !info.groups.is_empty() {
+                    table id="stream-groups" {
+                        tr { th { "consumer group" } th { "pending" } th { "consumers" } }
+                        @for g in &info.groups {
+                            tr { td { (g.name) } td { (g.pending) } td { (g.consumers) } }
+                        }
+                    }
+                }
+            }
+            Err(err) => p id="delivery" class="warn" { "The stream outlet could not be read: " (err) },
+        }
+    }
+}
+
 fn no_leader(s: &Stats, buckets: &[DueBucket]) -> Markup {
     let due: u64 = buckets
         .iter()

@@ -139,7 +139,8 @@ impl Delivery {
         }
         let (outcome, status, took, error) = self.send(&job).await;
         let name = &self.live.target.name;
-        self.metrics.record(name, outcome, status, took);
+        self.metrics
+            .record(name, job.attempt(), outcome, status, took);
         let done = match outcome {
             Outcome::Delivered => self.worker.ack(&job).await.map(drop),
             Outcome::Gone => self

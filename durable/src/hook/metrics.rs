@@ -1,5 +1,6 @@
-//! The dispatcher's figures in Prometheus text format: deliveries by target, outcome and
-//! HTTP status, and the targets' response latency. Targets are named by the operator's
+//! The dispatcher's figures in Prometheus text format: which target each queue posts to,
+//! deliveries by target, outcome and HTTP status, retries, and the targets' response
+//! latency. Targets are named by the operator's
 //! name for them, never by URL (a URL may carry a credential) and never with a secret.
 
 use std::collections::BTreeMap;
@@ -49,7 +50,11 @@ struct Latency {
 
 #[derive(Default)]
 struct Figures {
+    /// The target each queue's dispatcher posts to: (queue, target).
+    routes: std::collections::BTreeSet<(String, String)>,
     deliveries: BTreeMap<(String, Outcome, u16), u64>,
+    /// Requests that were a retry (attempt 2 or later), by target.
+    retries: BTreeMap<String, u64>,
     latency: BTreeMap<String, Latency>,
 }
 
@@ -67,15 +72,28 @@ impl std::fmt::Debug for HookMetrics {
 }
 
 impl HookMetrics {
-    /// Counts a request to `target` (status 0: none came), and its latency if it was sent.
+    /// Notes that `queue`'s due jobs are posted to `target`.
+    pub(crate) fn route(&self, queue: &str, target: &str) {
+        let mut figures = self.figures.lock().unwrap_or_else(|e| e.into_inner());
+        figures
+            .routes
+            .insert((queue.to_string(), target.to_string()));
+    }
+
+    /// Counts a request to `target` (status 0: none came) for a job's `attempt`, and its
+    /// latency if it was sent.
     pub(crate) fn record(
         &self,
         target: &str,
+        attempt: u32,
         outcome: Outcome,
         status: u16,
         took: Option<Duration>,
     ) {
         let mut figures = self.figures.lock().unwrap_or_else(|e| e.into_inner());
+        if attempt > 1 {
+            *figures.retries.entry(target.to_string()).or_default() += 1;
+        }
         *figures
             .deliveries
             .entry((target.to_string(), outcome, status))
@@ -95,6 +113,29 @@ impl HookMetrics {
     pub fn render(&self) -> String {
         let figures = self.figures.lock().unwrap_or_else(|e| e.into_inner());
         let mut out = String::new();
+        out.push_str(
+            "# HELP tickless_webhook_queue_target 1 for each queue and the target (by name) its due jobs are posted to.\n\
+             # TYPE tickless_webhook_queue_target gauge\n",
+        );
+        for (queue, target) in &figures.routes {
+            let _ = writeln!(
+                out,
+                "tickless_webhook_queue_target{{queue=\"{}\",target=\"{}\"}} 1",
+                escape(queue),
+                escape(target)
+            );
+        }
+        out.push_str(
+            "# HELP tickless_webhook_retries_total Webhook requests that were a retry (the job's attempt 2 or later), by target.\n\
+             # TYPE tickless_webhook_retries_total counter\n",
+        );
+        for (target, count) in &figures.retries {
+            let _ = writeln!(
+                out,
+                "tickless_webhook_retries_total{{target=\"{}\"}} {count}",
+                escape(target)
+            );
+        }
         out.push_str(
             "# HELP tickless_webhook_deliveries_total Webhook requests by target, outcome and HTTP status (0: no answer).\n\
              # TYPE tickless_webhook_deliveries_total counter\n",

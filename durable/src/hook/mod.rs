@@ -210,6 +210,7 @@ impl Webhooks {
                     continue;
                 }
                 let live = lives.iter().find(|l| l.target.name == *target).unwrap();
+                metrics.route(queue.name(), target);
                 tasks.push(tokio::spawn(dispatch::run(
                     queue.clone(),
                     live.clone(),

@@ -241,3 +241,141 @@ async fn after_rotation_a_receiver_with_only_the_old_secret_refuses() {
     assert_eq!(python_lines[1]["ok"], false);
     assert!(node_new.lines().iter().all(|line| line["ok"] == true));
 }
+
+/// The README's receiver in `lang`, exactly as durable/README.md shows it (read from it,
+/// so it cannot drift; only its address is this test's: `listen` is replaced by `at`),
+/// under 30 lines, behind a real `serve`: jobs of a 48-hour schedule on the manual clock
+/// reach it when due, verified and printed once each; an unsigned request is refused.
+async fn the_readmes_receiver_runs_as_shown(lang: &str, mut command: Command, file: &str) {
+    let (listen, marker) = match lang {
+        "python" => ("(\"0.0.0.0\", 8000)", "Handler"),
+        _ => (".listen(8000)", "createServer"),
+    };
+    let snippet = support::readme_block(lang, marker);
+    let lines = snippet.lines().count();
+    assert!(lines < 30, "the README's {lang} receiver has {lines} lines");
+    assert_eq!(snippet.matches(listen).count(), 1, "{snippet}");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port(); // free again once this listener is dropped
+    let at = match lang {
+        "python" => format!("(\"127.0.0.1\", {port})"),
+        _ => format!(".listen({port}, \"127.0.0.1\")"),
+    };
+    let dir = std::env::temp_dir().join(format!(
+        "tickless-readme-hook-{}-{lang}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(file);
+    std::fs::write(&path, snippet.replace(listen, &at)).unwrap();
+    let (text, _) = secret(8);
+    let mut child = command
+        .arg(&path)
+        .env("WEBHOOK_SECRET", &text)
+        .env("PYTHONUNBUFFERED", "1")
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start the README's receiver");
+    let output = Arc::new(Mutex::new(Vec::<String>::new()));
+    let reader = {
+        let (stdout, output) = (child.stdout.take().unwrap(), output.clone());
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                output.lock().unwrap().push(line);
+            }
+        })
+    };
+    let addr = format!("127.0.0.1:{port}");
+    let limit = std::time::Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(&addr).is_err() {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the {lang} receiver stopped"
+        );
+        assert!(
+            std::time::Instant::now() < limit,
+            "the {lang} receiver listening on {addr} within 10 s"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Unsigned: refused.
+    {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        let request = format!(
+            "POST / HTTP/1.0\r\nHost: {addr}\r\nContent-Length: 2\r\nwebhook-id: msg_x\r\n\r\n{{}}"
+        );
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).await.unwrap();
+        assert!(
+            response.starts_with("HTTP/1.") && response[9..].starts_with("401"),
+            "{response}"
+        );
+    }
+
+    let server = support::RedisServer::start();
+    let name = support::queue_name(&format!("readmehook{lang}"));
+    let queue = queue(&server.url(), &name, 5).await;
+    let hours = [1u64, 24, 48];
+    for hour in hours {
+        let id = format!("close:{hour}");
+        let payload = format!("{{\"order\":{hour}}}");
+        queue
+            .schedule(&id, payload, Duration::from_secs(hour * 3600))
+            .await
+            .unwrap();
+    }
+    let config = format!("target recv http://{addr}/ secret={text}\nqueue {name} recv\n{ALLOW}");
+    let _served = serve(&server.url(), &[&name], &config);
+    let mut now_h = 0;
+    for (i, hour) in hours.into_iter().enumerate() {
+        queue
+            .advance_manual_clock(Duration::from_secs((hour - now_h) * 3600 - 1))
+            .await
+            .unwrap();
+        queue
+            .advance_manual_clock(Duration::from_secs(1))
+            .await
+            .unwrap();
+        now_h = hour;
+        let id = format!("close:{hour}");
+        wait_state(&queue, &id, &format!("{id} acked"), |s| s.is_none()).await;
+        let printed = output.lock().unwrap().clone();
+        assert_eq!(
+            printed.len(),
+            i + 1,
+            "one line a job, none early: {printed:?}"
+        );
+        let line = &printed[i];
+        assert!(line.starts_with(&format!("job {id} delivery ")), "{line}");
+        assert!(
+            line.contains("order") && line.contains(&hour.to_string()),
+            "{line}"
+        );
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    reader.join().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readmes_python_receiver_runs_as_shown() {
+    let python = std::env::var("TICKLESS_WEBHOOKS_PYTHON")
+        .expect("TICKLESS_WEBHOOKS_PYTHON (scripts/test.sh installs it)");
+    the_readmes_receiver_runs_as_shown("python", Command::new(python), "receiver.py").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readmes_node_receiver_runs_as_shown() {
+    let modules = std::env::var("TICKLESS_WEBHOOKS_NODE_PATH")
+        .expect("TICKLESS_WEBHOOKS_NODE_PATH (scripts/test.sh installs it)");
+    let mut node = Command::new("node");
+    node.env("NODE_PATH", modules);
+    the_readmes_receiver_runs_as_shown("js", node, "receiver.cjs").await;
+}

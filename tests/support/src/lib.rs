@@ -6,6 +6,7 @@
 
 mod info;
 mod process;
+mod readme;
 mod redis_cluster;
 mod redis_server;
 mod redis_variant;
@@ -13,6 +14,7 @@ mod s3_server;
 
 pub use info::{calls_but_info, calls_of, command_stats, CommandStat};
 pub use process::{run_to_end, Ended};
+pub use readme::readme_block;
 pub use redis_cluster::{master_of_slot_seen_by, RedisCluster, NODE_TIMEOUT_MS};
 pub use redis_server::{make_ca, make_client_certificate, RedisServer};
 pub use redis_variant::{readme_acl, readme_user, Variant};
