@@ -2,6 +2,7 @@
 //! their latency, and requests by token name (never the secret). Kept in this process
 //! (each `serve` counts its own requests), unlike the queues' figures, kept in Redis.
 
+use crate::dashboard::metrics::{label, Latency, LATENCY_BOUNDS};
 use crate::dashboard::TokenUse;
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -9,7 +10,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Upper bounds of the latency histogram's buckets, in seconds.
-const BOUNDS_S: [f64; 10] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 2.5, 30.0];
+const BOUNDS_S: [f64; LATENCY_BOUNDS] =
+    [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 2.5, 30.0];
 
 /// The operation's name for a route: `schedule`, `claim`, ... (`other` for none).
 pub(crate) fn operation(method: &str, route: &str) -> &'static str {
@@ -33,13 +35,6 @@ pub(crate) fn operation(method: &str, route: &str) -> &'static str {
         ("GET", "/openapi.json") => "openapi",
         _ => "other",
     }
-}
-
-#[derive(Default)]
-struct Latency {
-    /// Requests at or under each bound of [`BOUNDS_S`] (not cumulative), then the rest.
-    buckets: [u64; BOUNDS_S.len() + 1],
-    sum: Duration,
 }
 
 #[derive(Default)]
@@ -88,14 +83,11 @@ impl ApiMetrics {
                 *used.by_operation.entry(operation.to_string()).or_default() += 1;
             }
         }
-        let latency = figures.latency.entry(operation).or_default();
-        let seconds = took.as_secs_f64();
-        let bucket = BOUNDS_S
-            .iter()
-            .position(|&bound| seconds <= bound)
-            .unwrap_or(BOUNDS_S.len());
-        latency.buckets[bucket] += 1;
-        latency.sum += took;
+        figures
+            .latency
+            .entry(operation)
+            .or_default()
+            .observe(&BOUNDS_S, took);
     }
 
     /// Each token's use (by name, never the secret) since these figures began, for
@@ -131,21 +123,12 @@ impl ApiMetrics {
                  # TYPE tickless_api_request_duration_seconds histogram\n",
             );
             for (operation, latency) in &figures.latency {
-                let mut cumulative = 0;
-                for (bound, n) in BOUNDS_S.iter().zip(latency.buckets) {
-                    cumulative += n;
-                    let _ = writeln!(
-                        out,
-                        "tickless_api_request_duration_seconds_bucket{{operation=\"{operation}\",le=\"{bound}\"}} {cumulative}"
-                    );
-                }
-                cumulative += latency.buckets[BOUNDS_S.len()];
-                let _ = writeln!(
-                    out,
-                    "tickless_api_request_duration_seconds_bucket{{operation=\"{operation}\",le=\"+Inf\"}} {cumulative}\n\
-                     tickless_api_request_duration_seconds_sum{{operation=\"{operation}\"}} {}\n\
-                     tickless_api_request_duration_seconds_count{{operation=\"{operation}\"}} {cumulative}",
-                    latency.sum.as_secs_f64()
+                latency.render(
+                    &mut out,
+                    &BOUNDS_S,
+                    "tickless_api_request_duration_seconds",
+                    "operation",
+                    operation,
                 );
             }
         }
@@ -180,12 +163,4 @@ impl ApiMetrics {
         }
         out
     }
-}
-
-/// A label value with `\`, `"` and newlines escaped, as the format asks.
-fn label(value: &str) -> String {
-    value
-        .replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
 }

@@ -6,13 +6,69 @@
 
 use crate::Queue;
 use std::fmt::Write;
+use std::time::Duration;
 
-/// A label value with `\`, `"` and newlines escaped, as the format asks.
-fn label(value: &str) -> String {
+/// A label value with `\`, `"` and newlines escaped, as the format asks. (The API's and
+/// the webhook dispatchers' figures use it too.)
+pub(crate) fn label(value: &str) -> String {
     value
         .replace('\\', "\\\\")
         .replace('"', "\\\"")
         .replace('\n', "\\n")
+}
+
+/// How many bounds a [`Latency`] histogram has (its buckets are one more: the rest).
+pub(crate) const LATENCY_BOUNDS: usize = 10;
+
+/// A latency histogram that a process keeps of its own work (the API's requests, the
+/// webhook dispatchers' posts), unlike the queues' figures, read from Redis.
+#[derive(Default)]
+pub(crate) struct Latency {
+    /// Observations at or under each bound (not cumulative), then the rest.
+    buckets: [u64; LATENCY_BOUNDS + 1],
+    sum: Duration,
+}
+
+impl Latency {
+    /// Counts one observation against `bounds` (seconds, ascending).
+    pub(crate) fn observe(&mut self, bounds: &[f64; LATENCY_BOUNDS], took: Duration) {
+        let seconds = took.as_secs_f64();
+        let at = bounds
+            .iter()
+            .position(|&bound| seconds <= bound)
+            .unwrap_or(LATENCY_BOUNDS);
+        self.buckets[at] += 1;
+        self.sum += took;
+    }
+
+    /// Writes one series of histogram `name`: its `_bucket` lines (cumulative, then
+    /// `+Inf`), `_sum` and `_count`, labelled `key="value"` (`value` escaped here).
+    pub(crate) fn render(
+        &self,
+        out: &mut String,
+        bounds: &[f64; LATENCY_BOUNDS],
+        name: &str,
+        key: &str,
+        value: &str,
+    ) {
+        let value = label(value);
+        let mut cumulative = 0;
+        for (bound, n) in bounds.iter().zip(self.buckets) {
+            cumulative += n;
+            let _ = writeln!(
+                out,
+                "{name}_bucket{{{key}=\"{value}\",le=\"{bound}\"}} {cumulative}"
+            );
+        }
+        cumulative += self.buckets[LATENCY_BOUNDS];
+        let _ = writeln!(
+            out,
+            "{name}_bucket{{{key}=\"{value}\",le=\"+Inf\"}} {cumulative}\n\
+             {name}_sum{{{key}=\"{value}\"}} {}\n\
+             {name}_count{{{key}=\"{value}\"}} {cumulative}",
+            self.sum.as_secs_f64()
+        );
+    }
 }
 
 /// Milliseconds as Prometheus's base unit, seconds: `5` → `0.005`, `1000` → `1`.

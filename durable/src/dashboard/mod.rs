@@ -63,7 +63,7 @@ mod due;
 mod history;
 mod html;
 mod job;
-mod metrics;
+pub(crate) mod metrics;
 mod queue;
 mod routes;
 mod session;

@@ -3,13 +3,14 @@
 //! latency. Targets are named by the operator's
 //! name for them, never by URL (a URL may carry a credential) and never with a secret.
 
+use crate::dashboard::metrics::{label, Latency, LATENCY_BOUNDS};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Upper bounds of the latency histogram's buckets, in seconds.
-const BOUNDS_S: [f64; 10] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0, 30.0];
+const BOUNDS_S: [f64; LATENCY_BOUNDS] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0, 30.0];
 
 /// What became of one request (or of a delivery refused before any request).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -39,13 +40,6 @@ impl Outcome {
             Outcome::Refused => "refused",
         }
     }
-}
-
-#[derive(Default)]
-struct Latency {
-    /// Requests at or under each bound of [`BOUNDS_S`] (not cumulative), then the rest.
-    buckets: [u64; BOUNDS_S.len() + 1],
-    sum: Duration,
 }
 
 #[derive(Default)]
@@ -99,13 +93,11 @@ impl HookMetrics {
             .entry((target.to_string(), outcome, status))
             .or_default() += 1;
         if let Some(took) = took {
-            let latency = figures.latency.entry(target.to_string()).or_default();
-            let at = BOUNDS_S
-                .iter()
-                .position(|bound| took.as_secs_f64() <= *bound)
-                .unwrap_or(BOUNDS_S.len());
-            latency.buckets[at] += 1;
-            latency.sum += took;
+            figures
+                .latency
+                .entry(target.to_string())
+                .or_default()
+                .observe(&BOUNDS_S, took);
         }
     }
 
@@ -121,8 +113,8 @@ impl HookMetrics {
             let _ = writeln!(
                 out,
                 "tickless_webhook_queue_target{{queue=\"{}\",target=\"{}\"}} 1",
-                escape(queue),
-                escape(target)
+                label(queue),
+                label(target)
             );
         }
         out.push_str(
@@ -133,7 +125,7 @@ impl HookMetrics {
             let _ = writeln!(
                 out,
                 "tickless_webhook_retries_total{{target=\"{}\"}} {count}",
-                escape(target)
+                label(target)
             );
         }
         out.push_str(
@@ -144,7 +136,7 @@ impl HookMetrics {
             let _ = writeln!(
                 out,
                 "tickless_webhook_deliveries_total{{target=\"{}\",outcome=\"{}\",status=\"{status}\"}} {count}",
-                escape(target),
+                label(target),
                 outcome.name()
             );
         }
@@ -153,32 +145,14 @@ impl HookMetrics {
              # TYPE tickless_webhook_latency_seconds histogram\n",
         );
         for (target, latency) in &figures.latency {
-            let target = escape(target);
-            let mut cumulative = 0;
-            for (bound, count) in BOUNDS_S.iter().zip(&latency.buckets) {
-                cumulative += count;
-                let _ = writeln!(
-                    out,
-                    "tickless_webhook_latency_seconds_bucket{{target=\"{target}\",le=\"{bound}\"}} {cumulative}"
-                );
-            }
-            cumulative += latency.buckets[BOUNDS_S.len()];
-            let _ = writeln!(
-                out,
-                "tickless_webhook_latency_seconds_bucket{{target=\"{target}\",le=\"+Inf\"}} {cumulative}\n\
-                 tickless_webhook_latency_seconds_sum{{target=\"{target}\"}} {}\n\
-                 tickless_webhook_latency_seconds_count{{target=\"{target}\"}} {cumulative}",
-                latency.sum.as_secs_f64()
+            latency.render(
+                &mut out,
+                &BOUNDS_S,
+                "tickless_webhook_latency_seconds",
+                "target",
+                target,
             );
         }
         out
     }
-}
-
-/// A label value as Prometheus text needs it.
-fn escape(value: &str) -> String {
-    value
-        .replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
 }
