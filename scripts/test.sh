@@ -61,61 +61,40 @@ if ! command -v python3 >/dev/null 2>&1 || ! python3 -c 'import venv, ensurepip'
     exit 1
   fi
 fi
-if [ -z "${TICKLESS_SCHEMATHESIS:-}" ]; then
-  st_venv="${CARGO_TARGET_DIR:-target}/schemathesis-venv"
-  if [ ! -x "$st_venv/bin/schemathesis" ]; then
-    echo "schemathesis is missing: installing it in $st_venv with pip" >&2
-    timeout 300 python3 -m venv "$st_venv"
-    timeout 600 "$st_venv/bin/pip" install --quiet schemathesis==4.32.5
+# The other languages' libraries the tests drive, installed once under the target
+# directory: one Python venv (schemathesis against the OpenAPI document, api_clients.rs;
+# the reference standardwebhooks receivers, webhooks.rs; redis-py consumer groups,
+# durable_stream_clients.rs) and one Node directory (standardwebhooks; ioredis, whose
+# 6.0.0 needs node >= 20). Each variable below, when set, names one already installed.
+if [ -z "${TICKLESS_SCHEMATHESIS:-}" ] || [ -z "${TICKLESS_WEBHOOKS_PYTHON:-}" ] \
+   || [ -z "${TICKLESS_REDIS_PY:-}" ]; then
+  py_env="${CARGO_TARGET_DIR:-target}/python-clients"
+  py_pkgs=(schemathesis==4.32.5 standardwebhooks==1.1.0 redis==8.1.0)
+  if ! "$py_env/bin/python" -c 'import schemathesis, standardwebhooks, redis' >/dev/null 2>&1; then
+    echo "installing ${py_pkgs[*]} in $py_env with pip" >&2
+    timeout 300 python3 -m venv "$py_env"
+    timeout 600 "$py_env/bin/pip" install --quiet "${py_pkgs[@]}"
   fi
-  TICKLESS_SCHEMATHESIS="$(cd "$st_venv/bin" && pwd)/schemathesis"
+  py_bin="$(cd "$py_env/bin" && pwd)"
+  TICKLESS_SCHEMATHESIS="${TICKLESS_SCHEMATHESIS:-$py_bin/schemathesis}"
+  TICKLESS_WEBHOOKS_PYTHON="${TICKLESS_WEBHOOKS_PYTHON:-$py_bin/python}"
+  TICKLESS_REDIS_PY="${TICKLESS_REDIS_PY:-$py_bin/python}"
 fi
-export TICKLESS_SCHEMATHESIS
-# durable/tests/webhooks.rs: receivers in Python and Node verifying with the reference
-# Standard Webhooks packages, each installed once under the target directory.
-if [ -z "${TICKLESS_WEBHOOKS_PYTHON:-}" ]; then
-  wh_venv="${CARGO_TARGET_DIR:-target}/webhooks-venv"
-  if ! "$wh_venv/bin/python" -c 'import standardwebhooks' >/dev/null 2>&1; then
-    echo "standardwebhooks (PyPI) is missing: installing it in $wh_venv with pip" >&2
-    timeout 300 python3 -m venv "$wh_venv"
-    timeout 600 "$wh_venv/bin/pip" install --quiet standardwebhooks==1.1.0
+export TICKLESS_SCHEMATHESIS TICKLESS_WEBHOOKS_PYTHON TICKLESS_REDIS_PY
+if [ -z "${TICKLESS_WEBHOOKS_NODE_PATH:-}" ] || [ -z "${TICKLESS_IOREDIS_DIR:-}" ]; then
+  node_dir="${CARGO_TARGET_DIR:-target}/node-clients"
+  if [ ! -f "$node_dir/node_modules/standardwebhooks/package.json" ] \
+     || [ ! -f "$node_dir/node_modules/ioredis/package.json" ]; then
+    echo "installing standardwebhooks and ioredis in $node_dir with npm" >&2
+    mkdir -p "$node_dir"
+    timeout 600 npm install --silent --no-audit --no-fund --prefix "$node_dir" \
+      standardwebhooks@1.1.1 ioredis@6.0.0
   fi
-  TICKLESS_WEBHOOKS_PYTHON="$(cd "$wh_venv/bin" && pwd)/python"
+  node_dir="$(cd "$node_dir" && pwd)"
+  TICKLESS_WEBHOOKS_NODE_PATH="${TICKLESS_WEBHOOKS_NODE_PATH:-$node_dir/node_modules}"
+  TICKLESS_IOREDIS_DIR="${TICKLESS_IOREDIS_DIR:-$node_dir}"
 fi
-export TICKLESS_WEBHOOKS_PYTHON
-if [ -z "${TICKLESS_WEBHOOKS_NODE_PATH:-}" ]; then
-  wh_node="${CARGO_TARGET_DIR:-target}/webhooks-node"
-  if [ ! -f "$wh_node/node_modules/standardwebhooks/package.json" ]; then
-    echo "standardwebhooks (npm) is missing: installing it in $wh_node with npm" >&2
-    mkdir -p "$wh_node"
-    timeout 600 npm install --silent --no-audit --no-fund --prefix "$wh_node" standardwebhooks@1.1.1
-  fi
-  TICKLESS_WEBHOOKS_NODE_PATH="$(cd "$wh_node/node_modules" && pwd)"
-fi
-export TICKLESS_WEBHOOKS_NODE_PATH
-
-# durable/tests/durable_stream_clients.rs reads a queue's stream outlet with consumer
-# groups from Python (redis-py, PyPI) and Node (ioredis, npm: 6.0.0 needs node >= 20).
-if [ -z "${TICKLESS_REDIS_PY:-}" ]; then
-  rp_venv="${CARGO_TARGET_DIR:-target}/redis-py-venv"
-  if [ ! -x "$rp_venv/bin/python" ] || ! "$rp_venv/bin/python" -c 'import redis' 2>/dev/null; then
-    echo "redis-py is missing: installing it in $rp_venv with pip" >&2
-    timeout 300 python3 -m venv "$rp_venv"
-    timeout 600 "$rp_venv/bin/pip" install --quiet redis==8.1.0
-  fi
-  TICKLESS_REDIS_PY="$(cd "$rp_venv/bin" && pwd)/python"
-fi
-export TICKLESS_REDIS_PY
-if [ -z "${TICKLESS_IOREDIS_DIR:-}" ]; then
-  io_dir="${CARGO_TARGET_DIR:-target}/ioredis"
-  if [ ! -d "$io_dir/node_modules/ioredis" ]; then
-    echo "ioredis is missing: installing it in $io_dir with npm" >&2
-    mkdir -p "$io_dir"
-    timeout 600 npm install --silent --no-audit --no-fund --prefix "$io_dir" ioredis@6.0.0
-  fi
-  TICKLESS_IOREDIS_DIR="$(cd "$io_dir" && pwd)"
-fi
-export TICKLESS_IOREDIS_DIR
+export TICKLESS_WEBHOOKS_NODE_PATH TICKLESS_IOREDIS_DIR
 
 # durable/tests/durable_cold_s3.rs runs the cold tier against a real S3-protocol server:
 # s3s-fs, the s3s project's Rust server that keeps objects as files under a directory and
