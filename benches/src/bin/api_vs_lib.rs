@@ -17,9 +17,16 @@
 //!   that returns `Ok` at once, against `POST claim` (`max` 10) + `POST ack` of what it
 //!   got, over 16 connections (`work.lua`); jobs/s from the queue's counts.
 //!
-//! Each HTTP run lasts `SECS` seconds (default 5). `serve`'s `VmRSS` is sampled every
+//! With `PIN=1`, `serve` runs on CPU 0 and wrk on CPU 1 (`taskset`), so that the load
+//! generator takes no CPU time from `serve`'s core; redis-server and this program float
+//! as without it. Each HTTP run lasts `SECS` seconds (default 5). `serve`'s `VmRSS` is sampled every
 //! 100 ms during each HTTP run (the peak is reported), and read again after each round
 //! and at the end after 5 s idle (`VmHWM` too).
+//!
+//! Each side's CPU time per job is read too (the figure other processes' load moves
+//! least): the library side's is this program's plus Redis's (`INFO cpu`), the HTTP
+//! side's `serve`'s, wrk's (this program's waited-for children) and Redis's. The summary
+//! gives each side's median rate, the median of the rounds' ratios and the CPU ratio.
 //!
 //! Run: `cargo build --release -p tickless-durable --features api --bin tickless-durable
 //! && cargo run --release -p tickless-bench --features api --bin api_vs_lib`.
@@ -42,6 +49,23 @@ const CLAIM_MAX: usize = 10;
 const WORK_CONNECTIONS: usize = 16;
 const BYTES: usize = 200;
 const DELAY: Duration = Duration::from_secs(48 * 3600);
+
+/// With `PIN=1`, the CPU `serve` runs on (`taskset`), and the one wrk runs on: the load
+/// generator no longer takes its CPU time from `serve`'s core. redis-server and this
+/// program (the library side, whose load is generated in-process) are not pinned.
+const SERVE_CPU: usize = 0;
+const WRK_CPU: usize = 1;
+
+/// `program`, under `taskset -c <cpu>` when `PIN=1`.
+fn pinned(program: &str, cpu: usize) -> Command {
+    if env("PIN", 0) == 1 {
+        let mut command = Command::new("taskset");
+        command.args(["-c", &cpu.to_string(), program]);
+        command
+    } else {
+        Command::new(program)
+    }
+}
 
 fn env(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -80,7 +104,7 @@ impl Serve {
             format!("bench schedule,work,read {queue} {token}\n"),
         )
         .expect("the token file");
-        let mut child = Command::new(&bin)
+        let mut child = pinned(&bin, SERVE_CPU)
             .args(["serve", "--addr", "127.0.0.1:0", redis_url, queue, "--lead"])
             .env("TICKLESS_API_TOKENS_FILE", &tokens)
             .stdout(Stdio::piped())
@@ -166,7 +190,7 @@ fn wrk(
         })
     };
     let started = Instant::now();
-    let out = Command::new("wrk")
+    let out = pinned("wrk", WRK_CPU)
         .args([
             &format!("-t{threads}"),
             &format!("-c{conns}"),
@@ -201,6 +225,87 @@ fn wrk(
         bad: value("Non-2xx or 3xx responses:").unwrap_or(0.0) as u64,
         secs,
         peak_rss,
+    }
+}
+
+/// CPU seconds (user + system) used so far by this program, by its waited-for children
+/// (the wrk runs), by `serve` and by redis-server.
+#[derive(Clone, Copy)]
+struct Cpu {
+    own: f64,
+    children: f64,
+    serve: f64,
+    redis: f64,
+}
+
+impl Cpu {
+    fn now(runtime: &tokio::runtime::Runtime, serve: &Serve, redis: &redis::Client) -> Cpu {
+        let (own, children) = proc_cpu("self");
+        let (serve, _) = proc_cpu(&serve.child.id().to_string());
+        let info: String = runtime
+            .block_on(async {
+                let mut conn = redis.get_multiplexed_async_connection().await?;
+                redis::cmd("INFO").arg("cpu").query_async(&mut conn).await
+            })
+            .expect("INFO cpu");
+        let field = |name: &str| {
+            info.lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.trim().parse::<f64>().ok())
+                .unwrap_or_else(|| panic!("no {name} in INFO cpu"))
+        };
+        Cpu {
+            own,
+            children,
+            serve,
+            redis: field("used_cpu_user:") + field("used_cpu_sys:"),
+        }
+    }
+}
+
+/// (its own, its waited-for children's) CPU seconds, from `/proc/<pid>/stat`.
+fn proc_cpu(pid: &str) -> (f64, f64) {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("/proc stat");
+    // After the command's `)`: state is field 3, utime 14, stime 15, cutime 16, cstime 17.
+    let fields: Vec<f64> = stat[stat.rfind(')').expect("stat's comm") + 2..]
+        .split_whitespace()
+        .map(|f| f.parse().unwrap_or(0.0))
+        .collect();
+    let tick = clock_ticks();
+    (
+        (fields[11] + fields[12]) / tick,
+        (fields[13] + fields[14]) / tick,
+    )
+}
+
+/// The kernel's clock ticks per second (`getconf CLK_TCK`; 100 on Linux).
+fn clock_ticks() -> f64 {
+    static TICKS: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+    *TICKS.get_or_init(|| {
+        Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .ok()
+            .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+            .unwrap_or(100.0)
+    })
+}
+
+/// CPU µs per job between two snapshots: the library side's (this program + Redis) or
+/// the HTTP side's (serve + wrk + Redis), with its parts.
+fn cpu_per_job(before: Cpu, after: Cpu, jobs: u64, http: bool) -> (f64, String) {
+    let us = |s: f64| s * 1e6 / jobs.max(1) as f64;
+    let redis = us(after.redis - before.redis);
+    if http {
+        let serve = us(after.serve - before.serve);
+        let wrk = us(after.children - before.children);
+        (
+            serve + wrk + redis,
+            format!("serve {serve:.1} + wrk {wrk:.1} + redis {redis:.1}"),
+        )
+    } else {
+        let own = us(after.own - before.own);
+        (own + redis, format!("library {own:.1} + redis {redis:.1}"))
     }
 }
 
@@ -239,14 +344,23 @@ fn main() {
     println!(
         "redis-server (appendfsync everysec, no RDB saves) and `tickless-durable serve --lead` \
          started by this program; {BYTES}-byte payloads due in 48 h; {rounds} rounds, library \
-         then HTTP in each; wrk runs of {} s.\n",
-        env("SECS", 5)
+         then HTTP in each; wrk runs of {} s; {}.\n",
+        env("SECS", 5),
+        if env("PIN", 0) == 1 {
+            format!("serve pinned to CPU {SERVE_CPU}, wrk to CPU {WRK_CPU}")
+        } else {
+            "nothing pinned".to_string()
+        }
     );
     let (rss0, _) = serve.rss();
     println!("serve's VmRSS at start: {rss0:.1} MiB\n");
     let names = ["single", "batch", "work"];
     let mut lib_rates: [Vec<f64>; 3] = Default::default();
     let mut api_rates: [Vec<f64>; 3] = Default::default();
+    // Per round: the library's CPU per job over the HTTP side's (jobs per CPU second,
+    // HTTP over library), which other processes' load on the machine moves less.
+    let mut cpu_ratios: [Vec<f64>; 3] = Default::default();
+    let client = redis::Client::open(server.url()).expect("a Redis client");
     let mut peaks = Vec::new();
     let mut after = Vec::new();
     let token_var = || ("TOKEN", token.clone());
@@ -254,12 +368,19 @@ fn main() {
         println!("## Round {}\n", round + 1);
 
         // single
+        let cpu = Cpu::now(&runtime, &serve, &client);
         let t = Instant::now();
         runtime.block_on(singles(&lib, &format!("s{round}"), s));
         let rate = s as f64 / t.elapsed().as_secs_f64();
-        println!("library, schedule, {IN_FLIGHT} in flight: {s} jobs, {rate:.0} jobs/s");
+        let (lib_us, parts) =
+            cpu_per_job(cpu, Cpu::now(&runtime, &serve, &client), s as u64, false);
+        println!(
+            "library, schedule, {IN_FLIGHT} in flight: {s} jobs, {rate:.0} jobs/s; CPU µs a job: \
+             {lib_us:.1} ({parts})"
+        );
         lib_rates[0].push(rate);
         let before = runtime.block_on(api.stats()).expect("stats").scheduled;
+        let cpu = Cpu::now(&runtime, &serve, &client);
         let run = wrk(
             &serve,
             "schedule.lua",
@@ -274,27 +395,38 @@ fn main() {
             ],
         );
         let added = runtime.block_on(api.stats()).expect("stats").scheduled - before;
+        let (api_us, parts) = cpu_per_job(cpu, Cpu::now(&runtime, &serve, &client), added, true);
         println!(
             "HTTP, POST jobs, {CONNECTIONS} connections: {:.0} requests/s, {added} jobs added \
-             ({:.0}/s), {} bad answers, serve's peak VmRSS {:.1} MiB\n",
+             ({:.0}/s), {} bad answers, serve's peak VmRSS {:.1} MiB; CPU µs a job: {api_us:.1} \
+             ({parts})\n",
             run.requests_per_s,
             added as f64 / run.secs,
             run.bad,
             run.peak_rss
         );
         api_rates[0].push(run.requests_per_s);
+        cpu_ratios[0].push(lib_us / api_us);
         peaks.push(run.peak_rss);
 
         // batch
+        let cpu = Cpu::now(&runtime, &serve, &client);
         let t = Instant::now();
         runtime.block_on(batches(&lib, &format!("b{round}"), b));
         let rate = (b * BATCH) as f64 / t.elapsed().as_secs_f64();
+        let (lib_us, parts) = cpu_per_job(
+            cpu,
+            Cpu::now(&runtime, &serve, &client),
+            (b * BATCH) as u64,
+            false,
+        );
         println!(
             "library, schedule_batch of {BATCH}, {BATCHES_IN_FLIGHT} in flight: {b} batches, \
-             {rate:.0} jobs/s"
+             {rate:.0} jobs/s; CPU µs a job: {lib_us:.1} ({parts})"
         );
         lib_rates[1].push(rate);
         let before = runtime.block_on(api.stats()).expect("stats").scheduled;
+        let cpu = Cpu::now(&runtime, &serve, &client);
         let run = wrk(
             &serve,
             "batch.lua",
@@ -310,26 +442,36 @@ fn main() {
             ],
         );
         let added = runtime.block_on(api.stats()).expect("stats").scheduled - before;
+        let (api_us, parts) = cpu_per_job(cpu, Cpu::now(&runtime, &serve, &client), added, true);
         let rate = run.requests_per_s * BATCH as f64;
         println!(
             "HTTP, POST jobs/batch of {BATCH}, {BATCHES_IN_FLIGHT} connections: {rate:.0} jobs/s, \
-             {added} jobs added, {} bad answers, serve's peak VmRSS {:.1} MiB\n",
+             {added} jobs added, {} bad answers, serve's peak VmRSS {:.1} MiB; CPU µs a job: \
+             {api_us:.1} ({parts})\n",
             run.bad, run.peak_rss
         );
         api_rates[1].push(rate);
+        cpu_ratios[1].push(lib_us / api_us);
         peaks.push(run.peak_rss);
 
         // work
         runtime.block_on(ready_jobs(&lib, &format!("w{round}"), w));
+        let cpu = Cpu::now(&runtime, &serve, &client);
         let t = Instant::now();
         runtime.block_on(work(&lib, w));
         let rate = w as f64 / t.elapsed().as_secs_f64();
-        println!("library, Worker::run (defaults, handler Ok at once): {w} jobs, {rate:.0} jobs/s");
+        let (lib_us, parts) =
+            cpu_per_job(cpu, Cpu::now(&runtime, &serve, &client), w as u64, false);
+        println!(
+            "library, Worker::run (defaults, handler Ok at once): {w} jobs, {rate:.0} jobs/s; \
+             CPU µs a job: {lib_us:.1} ({parts})"
+        );
         lib_rates[2].push(rate);
         // Enough ready jobs that the run does not drain them.
         let http_jobs = (rate * env("SECS", 5) as f64 * 1.5) as usize;
         runtime.block_on(ready_jobs(&api, &format!("w{round}"), http_jobs));
         let before = runtime.block_on(api.stats()).expect("stats");
+        let cpu = Cpu::now(&runtime, &serve, &client);
         let run = wrk(
             &serve,
             "work.lua",
@@ -346,13 +488,16 @@ fn main() {
         // round, in flight under their lease, count on both sides).
         let acked = (before.ready + before.in_flight) - (stats.ready + stats.in_flight);
         let rate = acked as f64 / run.secs;
+        let (api_us, parts) = cpu_per_job(cpu, Cpu::now(&runtime, &serve, &client), acked, true);
         println!(
             "HTTP, POST claim (max {CLAIM_MAX}) + POST ack, {WORK_CONNECTIONS} connections: \
              {acked} jobs acked ({rate:.0} jobs/s; {} left ready, {} in flight), {:.0} \
-             requests/s, {} bad answers, serve's peak VmRSS {:.1} MiB",
+             requests/s, {} bad answers, serve's peak VmRSS {:.1} MiB; CPU µs a job: \
+             {api_us:.1} ({parts})",
             stats.ready, stats.in_flight, run.requests_per_s, run.bad, run.peak_rss
         );
         api_rates[2].push(rate);
+        cpu_ratios[2].push(lib_us / api_us);
         peaks.push(run.peak_rss);
         // Leave the next round an empty queue to claim from.
         runtime.block_on(drain(&api));
@@ -367,11 +512,23 @@ fn main() {
     let (rss, hwm) = serve.rss();
     println!("serve 5 s after the last round: VmRSS {rss:.1} MiB, VmHWM {hwm:.1} MiB\n");
     println!("## Medians of {rounds} rounds\n");
-    println!("| workload | library | HTTP | ratio |");
-    println!("|---|---:|---:|---:|");
+    println!(
+        "| workload | library | HTTP | ratio of medians | median of rounds' ratios | jobs per CPU second, HTTP / library |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|");
     for (i, name) in names.iter().enumerate() {
+        let mut ratios: Vec<f64> = lib_rates[i]
+            .iter()
+            .zip(&api_rates[i])
+            .map(|(l, h)| h / l)
+            .collect();
         let (l, h) = (median(&mut lib_rates[i]), median(&mut api_rates[i]));
-        println!("| {name} | {l:.0} jobs/s | {h:.0} jobs/s | {:.2}x |", h / l);
+        println!(
+            "| {name} | {l:.0} jobs/s | {h:.0} jobs/s | {:.2}x | {:.2}x | {:.2}x |",
+            h / l,
+            median(&mut ratios),
+            median(&mut cpu_ratios[i])
+        );
     }
     println!(
         "\nserve's VmRSS: {rss0:.1} MiB at start, peaks under load {}, after each round {}, \

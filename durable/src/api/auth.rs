@@ -4,6 +4,7 @@ use super::problem::Problem;
 use crate::dashboard::same_token;
 use axum::http::{header, HeaderMap};
 use std::fmt;
+use std::sync::Arc;
 
 /// The shortest secret a [`Token`] may have, in bytes: guessing one must be hopeless.
 pub const MIN_SECRET_BYTES: usize = 16;
@@ -58,7 +59,8 @@ impl Scope {
 /// ```
 #[derive(Clone)]
 pub struct Token {
-    name: String,
+    /// Shared with each request's [`TokenName`](super::TokenName): no copy a request.
+    name: Arc<str>,
     secret: String,
     scopes: Vec<Scope>,
     queues: Option<Vec<String>>,
@@ -79,7 +81,7 @@ impl Token {
     /// A token named `name` with secret `secret`, no scope yet, for every queue.
     pub fn new(name: impl Into<String>, secret: impl Into<String>) -> Token {
         Token {
-            name: name.into(),
+            name: Arc::from(name.into()),
             secret: secret.into(),
             scopes: Vec::new(),
             queues: None,
@@ -101,6 +103,11 @@ impl Token {
     /// Its name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// Its name, shared.
+    pub(crate) fn shared_name(&self) -> Arc<str> {
+        self.name.clone()
     }
 
     /// Tokens from the text of a tokens file: one token a line, four fields separated by
@@ -154,7 +161,7 @@ impl Token {
                     "{at}: the secret is shorter than {MIN_SECRET_BYTES} bytes"
                 ));
             }
-            if tokens.iter().any(|t| t.name == name) {
+            if tokens.iter().any(|t| &*t.name == name) {
                 return Err(format!("{at}: a second token named {name:?}"));
             }
             if tokens.iter().any(|t| t.secret == secret) {

@@ -6,6 +6,8 @@ use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::{header, StatusCode};
 use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use serde_json::error::Category;
 
 /// A JSON object body: 415 not JSON, 413 too large (refused as the limit is passed, not
 /// once read whole), 400 malformed, 422 not an object or of the wrong shape.
@@ -15,6 +17,20 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Body<T> {
     type Rejection = Problem;
 
     async fn from_request(req: Request, state: &S) -> Result<Body<T>, Problem> {
+        let JsonBytes(bytes) = JsonBytes::from_request(req, state).await?;
+        parse(&bytes).map(Body)
+    }
+}
+
+/// The bytes of a body that [`Body`]'s checks passed, but not yet parsed: the handler
+/// parses it with [`parse`] into a type that borrows its strings from these bytes (a
+/// batch's ids and payloads are not copied one by one into `String`s).
+pub(crate) struct JsonBytes(pub(crate) Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for JsonBytes {
+    type Rejection = Problem;
+
+    async fn from_request(req: Request, state: &S) -> Result<JsonBytes, Problem> {
         if !is_json(req.headers()) {
             return Err(Problem::new(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -40,9 +56,40 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Body<T> {
                 "the body must be a JSON object",
             ));
         }
-        let axum::Json(value) = axum::Json::<T>::from_bytes(&bytes)?;
-        Ok(Body(value))
+        Ok(JsonBytes(bytes))
     }
+}
+
+/// `bytes` as a `T`: 400 malformed, 422 of the wrong shape, with the same words as
+/// axum's `Json` (the path to the bad field, then serde's message).
+///
+/// A body that parses is read once by plain serde_json; only a refused one is read again
+/// with `serde_path_to_error` (as axum's `Json` reads every body), whose path tracking
+/// costs on every field and is only needed to say where a body went wrong.
+pub(crate) fn parse<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, Problem> {
+    if let Ok(value) = serde_json::from_slice(bytes) {
+        return Ok(value);
+    }
+    let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+    match serde_path_to_error::deserialize(&mut deserializer) {
+        Ok(value) => deserializer.end().map(|()| value).map_err(malformed),
+        Err(err) if err.inner().classify() == Category::Data => Err(Problem::invalid(
+            "invalid-body",
+            "The body does not fit the operation's schema",
+            format!("Failed to deserialize the JSON body into the target type: {err}"),
+        )),
+        Err(err) => Err(malformed(err)),
+    }
+}
+
+/// A body that is not JSON (a syntax error, or it ends too soon).
+fn malformed(err: impl std::fmt::Display) -> Problem {
+    Problem::new(
+        StatusCode::BAD_REQUEST,
+        "malformed-json",
+        "Malformed JSON",
+        format!("Failed to parse the request body as JSON: {err}"),
+    )
 }
 
 /// `application/json`, or a `+json` type, as axum's `Json` accepts.
@@ -86,5 +133,52 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for QueryOf<T> {
         let axum::extract::Query(value) =
             axum::extract::Query::<T>::from_request_parts(parts, state).await?;
         Ok(QueryOf(value))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse;
+    use crate::api::model::{NewJob, NewJobs};
+    use std::borrow::Cow;
+
+    #[test]
+    fn a_parsed_job_borrows_what_has_no_escape_and_owns_what_has_one() {
+        let body = br#"{"jobs":[{"id":"a","payload":"plain"},{"id":"b\"c","payload":"x\ny"}]}"#;
+        let batch: NewJobs<'_> = parse(body).expect("a batch");
+        assert!(matches!(batch.jobs[0].id, Cow::Borrowed("a")));
+        assert!(matches!(batch.jobs[0].payload, Cow::Borrowed("plain")));
+        assert_eq!(batch.jobs[1].id, "b\"c");
+        assert_eq!(batch.jobs[1].payload, "x\ny");
+        assert!(matches!(batch.jobs[1].id, Cow::Owned(_)));
+    }
+
+    #[test]
+    fn a_refused_body_is_worded_as_axums_json_with_the_path() {
+        let detail = |body: &[u8]| {
+            let problem = parse::<NewJobs<'_>>(body).expect_err("refused");
+            serde_json::to_value(&problem).expect("a problem as JSON")
+        };
+        let shape = detail(br#"{"jobs":[{"id":"a"},{"id":1}]}"#);
+        assert_eq!(shape["status"], 422);
+        assert_eq!(
+            shape["detail"],
+            "Failed to deserialize the JSON body into the target type: jobs[1].id: invalid \
+             type: integer `1`, expected a string at line 1 column 27"
+        );
+        let syntax = detail(br#"{"jobs":[{"id":"a"}"#);
+        assert_eq!(syntax["status"], 400);
+        assert_eq!(
+            syntax["type"],
+            "urn:tickless-durable:problem:malformed-json"
+        );
+        let trailing = detail(br#"{"jobs":[]} x"#);
+        assert_eq!(trailing["status"], 400);
+        assert_eq!(
+            trailing["detail"],
+            "Failed to parse the request body as JSON: trailing characters at line 1 column 13"
+        );
+        let one: NewJob<'_> = parse(br#"{"id":"z"}"#).expect("a job");
+        assert_eq!(one.id, "z");
     }
 }

@@ -80,7 +80,13 @@ impl ApiMetrics {
                 used.requests += 1;
                 used.last_used = Some(now);
                 *used.by_status.entry(status).or_default() += 1;
-                *used.by_operation.entry(operation.to_string()).or_default() += 1;
+                // No new `String` a request: only an operation's first.
+                match used.by_operation.get_mut(operation) {
+                    Some(count) => *count += 1,
+                    None => {
+                        used.by_operation.insert(operation.to_string(), 1);
+                    }
+                }
             }
         }
         figures

@@ -229,7 +229,7 @@ async fn track(
         operation,
         status,
         started.elapsed(),
-        token.0.get().map(String::as_str),
+        token.0.get().map(|name| &**name),
     );
     response
 }
@@ -237,7 +237,7 @@ async fn track(
 /// The name of a request's token, once [`routes::Caller`] found it valid: so that
 /// [`track`] counts the request for that token, by status too.
 #[derive(Clone, Default)]
-struct TokenName(Arc<std::sync::OnceLock<String>>);
+struct TokenName(Arc<std::sync::OnceLock<Arc<str>>>);
 
 impl State {
     fn find(&self, name: &str) -> Option<Queue> {

@@ -6,6 +6,7 @@ use crate::contract::MAX_DUE_MS;
 use crate::{Failed, JobInfo, JobState, Recurrence, ScheduleInfo, When};
 use base64::Engine;
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use utoipa::ToSchema;
 
@@ -21,16 +22,19 @@ pub(crate) enum Encoding {
 }
 
 /// A job to schedule.
+// Its id and payload borrow from the request's body when they hold no JSON escape.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct NewJob {
+pub(crate) struct NewJob<'a> {
     /// The job's id, 1 to 512 bytes. Scheduling an id that names a job adds nothing
     /// (the answer says `exists`).
-    #[schema(min_length = 1, max_length = 512)]
-    pub(crate) id: String,
+    #[serde(borrow)]
+    #[schema(value_type = String, min_length = 1, max_length = 512)]
+    pub(crate) id: Cow<'a, str>,
     /// The payload (at most 1 MiB once decoded); empty if left out.
-    #[serde(default)]
-    pub(crate) payload: String,
+    #[serde(default, borrow)]
+    #[schema(value_type = String)]
+    pub(crate) payload: Cow<'a, str>,
     /// How `payload` is written (default `text`).
     #[serde(default)]
     pub(crate) encoding: Encoding,
@@ -65,17 +69,19 @@ pub(crate) struct Due<'a> {
 /// Many jobs to schedule at once.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct NewJobs {
+pub(crate) struct NewJobs<'a> {
     /// At most 10,000 jobs. Every job is checked before any is sent: one bad job refuses
     /// the whole batch and nothing is scheduled.
-    pub(crate) jobs: Vec<NewJob>,
+    #[serde(borrow)]
+    pub(crate) jobs: Vec<NewJob<'a>>,
 }
 
 /// What a schedule did.
 #[derive(Debug, Serialize, ToSchema)]
-pub(crate) struct Scheduled {
+pub(crate) struct Scheduled<'a> {
     /// The job's id.
-    pub(crate) id: String,
+    #[schema(value_type = String)]
+    pub(crate) id: Cow<'a, str>,
     /// `added`, or `exists`: a job with this id was already there, nothing changed.
     pub(crate) result: Outcome,
 }
@@ -92,8 +98,8 @@ pub(crate) enum Outcome {
 
 /// What a batch did, in the order of the request.
 #[derive(Debug, Serialize, ToSchema)]
-pub(crate) struct BatchScheduled {
-    pub(crate) results: Vec<Scheduled>,
+pub(crate) struct BatchScheduled<'a> {
+    pub(crate) results: Vec<Scheduled<'a>>,
 }
 
 /// A job as the queue holds it.
@@ -314,11 +320,16 @@ fn hundred() -> u32 {
 
 // ---- checks and conversions ----
 
-pub(crate) fn decode(payload: String, encoding: Encoding) -> Result<Vec<u8>, Problem> {
+/// A payload's bytes: text as it is (borrowed if it was), base64 decoded.
+pub(crate) fn decode(payload: Cow<'_, str>, encoding: Encoding) -> Result<Cow<'_, [u8]>, Problem> {
     match encoding {
-        Encoding::Text => Ok(payload.into_bytes()),
+        Encoding::Text => Ok(match payload {
+            Cow::Borrowed(text) => Cow::Borrowed(text.as_bytes()),
+            Cow::Owned(text) => Cow::Owned(text.into_bytes()),
+        }),
         Encoding::Base64 => base64::engine::general_purpose::STANDARD
             .decode(payload.as_bytes())
+            .map(Cow::Owned)
             .map_err(|err| {
                 Problem::invalid(
                     "invalid-payload",

@@ -1,7 +1,7 @@
 //! Errors as RFC 9457 `application/problem+json`: one stable `type` per kind of error.
 
 use crate::Error;
-use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
+use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
@@ -170,37 +170,6 @@ impl From<Error> for Problem {
                 "Server misconfigured",
                 detail,
             )
-        }
-    }
-}
-
-impl From<JsonRejection> for Problem {
-    /// axum's own statuses (400 syntax, 413 too large, 415 not JSON, 422 shape), as
-    /// problems instead of plain text.
-    fn from(rejection: JsonRejection) -> Problem {
-        let status = rejection.status();
-        let detail = rejection.body_text();
-        match status {
-            StatusCode::PAYLOAD_TOO_LARGE => {
-                Problem::new(status, "body-too-large", "Request body too large", detail)
-            }
-            StatusCode::UNSUPPORTED_MEDIA_TYPE => Problem::new(
-                status,
-                "not-json",
-                "The body must be JSON (Content-Type: application/json)",
-                detail,
-            ),
-            StatusCode::UNPROCESSABLE_ENTITY => Problem::invalid(
-                "invalid-body",
-                "The body does not fit the operation's schema",
-                detail,
-            ),
-            _ => Problem::new(
-                StatusCode::BAD_REQUEST,
-                "malformed-json",
-                "Malformed JSON",
-                detail,
-            ),
         }
     }
 }

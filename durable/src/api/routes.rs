@@ -2,7 +2,7 @@
 //! then calls the library: a refused request has sent nothing to Redis.
 
 use super::auth::{self, Scope};
-use super::extract::{Body, PathOf, QueryOf};
+use super::extract::{parse, Body, JsonBytes, PathOf, QueryOf};
 use super::model::{
     self, Ack, BatchScheduled, Claim, Claimed, Count, Counts, DeadJobs, Delivery, Done, Due,
     Extend, Fail, FailOutcome, JobView, NewDue, NewJob, NewJobs, NewSchedule, Outcome, Page,
@@ -16,6 +16,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -63,7 +64,7 @@ impl axum::extract::FromRequestParts<Arc<State>> for Caller {
     ) -> Result<Caller, Problem> {
         let caller = auth::caller(&state.tokens, &parts.headers)?;
         if let Some(name) = parts.extensions.get::<super::TokenName>() {
-            let _ = name.0.set(state.tokens[caller].name().to_string());
+            let _ = name.0.set(state.tokens[caller].shared_name());
         }
         Ok(Caller(caller))
     }
@@ -79,8 +80,11 @@ fn ok<T: serde::Serialize>(value: T) -> Answer {
     Ok(Json(value).into_response())
 }
 
-/// A checked job: its id, payload and due time.
-fn checked(job: NewJob) -> Result<(String, Vec<u8>, When), Problem> {
+/// A checked job: its id, payload and due time (borrowed from the body when they were).
+type Checked<'a> = (Cow<'a, str>, Cow<'a, [u8]>, When);
+
+/// `job`, once its id, due time and payload are checked.
+fn checked(job: NewJob<'_>) -> Result<Checked<'_>, Problem> {
     crate::queue::check_id(&job.id)?;
     let when = Due {
         delay_ms: job.delay_ms,
@@ -110,17 +114,18 @@ fn outcome(added: bool) -> Outcome {
 /// Schedule one job.
 #[utoipa::path(post, path = "/v1/queues/{queue}/jobs", tag = "jobs",
     params(("queue" = String, Path, description = "The queue's name")),
-    request_body = NewJob,
+    request_body = NewJob<'_>,
     responses(
-        (status = 201, description = "Added", body = Scheduled),
-        (status = 200, description = "A job with this id exists: nothing changed", body = Scheduled),
+        (status = 201, description = "Added", body = Scheduled<'_>),
+        (status = 200, description = "A job with this id exists: nothing changed", body = Scheduled<'_>),
     ))]
 pub(super) async fn schedule(
     state: Shared,
     caller: Caller,
     PathOf(queue): PathOf<String>,
-    Body(job): Body<NewJob>,
+    JsonBytes(body): JsonBytes,
 ) -> Answer {
+    let job: NewJob<'_> = parse(&body)?;
     let queue = open(&state, caller, &queue, Scope::Schedule).await?;
     let (id, payload, when) = checked(job)?;
     let added = queue.schedule(&id, &payload, when).await?;
@@ -144,14 +149,15 @@ pub(super) async fn schedule(
 /// been added: sending the same batch again is safe.
 #[utoipa::path(post, path = "/v1/queues/{queue}/jobs/batch", tag = "jobs",
     params(("queue" = String, Path, description = "The queue's name")),
-    request_body = NewJobs,
-    responses((status = 200, description = "Each job's outcome, in order", body = BatchScheduled)))]
+    request_body = NewJobs<'_>,
+    responses((status = 200, description = "Each job's outcome, in order", body = BatchScheduled<'_>)))]
 pub(super) async fn schedule_batch(
     state: Shared,
     caller: Caller,
     PathOf(queue): PathOf<String>,
-    Body(batch): Body<NewJobs>,
+    JsonBytes(body): JsonBytes,
 ) -> Answer {
+    let batch: NewJobs<'_> = parse(&body)?;
     let queue = open(&state, caller, &queue, Scope::Schedule).await?;
     if batch.jobs.len() > MAX_BATCH {
         return Err(Problem::too_many(format!(
@@ -166,7 +172,7 @@ pub(super) async fn schedule_batch(
     let added = queue
         .schedule_batch(
             jobs.iter()
-                .map(|(id, payload, when)| (id.as_str(), payload, *when)),
+                .map(|(id, payload, when)| (id.as_ref(), payload, *when)),
         )
         .await?;
     let results = jobs
@@ -272,7 +278,7 @@ pub(super) async fn set_schedule(
     Body(body): Body<NewSchedule>,
 ) -> Answer {
     let queue = open(&state, caller, &queue, Scope::Schedule).await?;
-    let payload = model::decode(body.payload, body.encoding)?;
+    let payload = model::decode(Cow::Owned(body.payload), body.encoding)?;
     let bad = |detail: &str| {
         Problem::invalid(
             "invalid-schedule",
