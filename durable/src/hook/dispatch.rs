@@ -139,8 +139,10 @@ impl Delivery {
         }
         let (outcome, status, took, error) = self.send(&job).await;
         let name = &self.live.target.name;
+        let queue = self.queue.name();
+        let attempt = job.attempt();
         self.metrics
-            .record(name, job.attempt(), outcome, status, took);
+            .record(queue, name, attempt, (outcome, status), took, &error);
         let done = match outcome {
             Outcome::Delivered => self.worker.ack(&job).await.map(drop),
             Outcome::Gone => self

@@ -210,7 +210,11 @@ impl Webhooks {
                     continue;
                 }
                 let live = lives.iter().find(|l| l.target.name == *target).unwrap();
-                metrics.route(queue.name(), target);
+                metrics.route(
+                    queue.name(),
+                    target,
+                    &live.target.url.origin().ascii_serialization(),
+                );
                 tasks.push(tokio::spawn(dispatch::run(
                     queue.clone(),
                     live.clone(),
