@@ -9,8 +9,9 @@
 //!   same way: the wall clock where the job is handed over (the worker's handler starts,
 //!   the receiver's handler starts, the consumer's `XREADGROUP` answers) minus the due
 //!   time. The worker is `Worker::run` with default options (32 handlers); the webhook
-//!   dispatcher is `Webhooks::spawn` on a target with the default limits (8 requests in
-//!   flight, no rate) posting to an axum receiver on loopback that answers 200; the
+//!   dispatcher is `Webhooks::spawn` on a target with `concurrency=32` (the worker's
+//!   handlers; `CONCURRENCY`), no rate, posting to an axum receiver on loopback that
+//!   answers 200 (`LOOPS` > 1 routes the queue that many times: more claim loops); the
 //!   stream reader is one consumer of a group, `XREADGROUP COUNT 200 BLOCK 500`, the
 //!   `XACK` of what it read sent on a second connection without waiting for it. Redis CPU per delivered job: `INFO cpu` deltas
 //!   (`used_cpu_sys + used_cpu_user`) from before the schedule to after the last ack.
