@@ -216,7 +216,8 @@ async fn info(conn: &mut MultiplexedConnection, section: &str) -> String {
         .expect("INFO")
 }
 
-async fn info_field(conn: &mut MultiplexedConnection, section: &str, field: &str) -> String {
+/// One field of `INFO section` (`?` if absent); `callbacks` reads the server's version.
+pub async fn info_field(conn: &mut MultiplexedConnection, section: &str, field: &str) -> String {
     let text = info(conn, section).await;
     text.lines()
         .find_map(|l| l.strip_prefix(&format!("{field}:")))
@@ -230,8 +231,8 @@ async fn commands(conn: &mut MultiplexedConnection) -> f64 {
     tickless_test_support::calls_but_info(&info(conn, "commandstats").await) as f64
 }
 
-/// Redis's CPU time so far, in µs.
-async fn cpu_us(conn: &mut MultiplexedConnection) -> f64 {
+/// Redis's CPU time so far, in µs (`used_cpu_sys + used_cpu_user`); `callbacks` reads it too.
+pub async fn cpu_us(conn: &mut MultiplexedConnection) -> f64 {
     let sys: f64 = info_field(conn, "cpu", "used_cpu_sys")
         .await
         .parse()
@@ -255,7 +256,8 @@ fn in_an_hour(i: usize, n: usize) -> When {
     When::After(Duration::from_secs(3600) + Duration::from_millis((600_000 * i / n.max(1)) as u64))
 }
 
-fn ids(prefix: &str, n: usize) -> Vec<String> {
+/// `n` job ids, `prefix:0000000` on.
+pub fn ids(prefix: &str, n: usize) -> Vec<String> {
     (0..n).map(|i| format!("{prefix}:{i:07}")).collect()
 }
 

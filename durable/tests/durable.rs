@@ -166,6 +166,32 @@ async fn failed_jobs_are_retried_with_backoff_then_dead_lettered() {
     assert!(worker.ack(&job).await.unwrap());
 }
 
+/// On Redis's own clock a retry is due no earlier than its backoff after the failure, to
+/// the microsecond: the due time is rounded up, not counted from "now" in whole ms
+/// (which made it up to 0.999 ms early, and webhook retries came before their backoff).
+#[tokio::test]
+async fn a_retry_is_never_due_before_its_backoff_to_the_microsecond() {
+    let server = RedisServer::start();
+    let queue = queue(&server, "retryus").await.with_max_attempts(100);
+    let mut options = WorkerOptions::default();
+    options.backoff = Backoff::fixed(Duration::from_millis(100));
+    let worker = queue.worker(options);
+    queue.schedule("r", b"p", Duration::ZERO).await.unwrap();
+    // Redis and this process read the same clock: the failure happens after `before`.
+    // Rounded down, a due time would be early whenever both fall in one millisecond.
+    for round in 0..20 {
+        let job = worker.try_claim(1).await.unwrap().remove(0);
+        let before = SystemTime::now();
+        assert_eq!(worker.fail(&job, "boom").await.unwrap(), Failed::Retried);
+        let due = queue.job("r").await.unwrap().unwrap().due;
+        assert!(
+            due >= before + Duration::from_millis(100),
+            "round {round}: due {due:?}, failed after {before:?}"
+        );
+        assert!(queue.reschedule("r", Duration::ZERO).await.unwrap());
+    }
+}
+
 /// Jobs that fail together (a database down) come back spread over the backoff, not in
 /// one millisecond: each due time is the failure's time plus the jitter drawn for its id
 /// and attempt (deterministic: the manual clock and the ids fix every due time).

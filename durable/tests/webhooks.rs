@@ -252,7 +252,8 @@ async fn every_job_of_a_48_hour_schedule_is_posted_once_and_signed() {
 
 /// A target down (nothing listening), then up but failing (503), then well: every job
 /// is delivered, each retry due exactly its backoff after the failure (no jitter here)
-/// and none posted before; the errors say why.
+/// and none posted before; the errors say why, and so do `/metrics` and the queue's page
+/// (failures by status code or connection error, no secret).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_target_down_then_back_gets_every_job_with_retries_spaced_by_the_backoff() {
     let server = support::RedisServer::start();
@@ -364,6 +365,28 @@ async fn a_target_down_then_back_gets_every_job_with_retries_spaced_by_the_backo
     ] {
         assert!(metrics.contains(line), "no {line} in {metrics}");
     }
+    // The queue's page: the target by name and origin, the last 15 minutes' requests
+    // by what came of them, the latest error; never the secret or the URL's path.
+    let page = get(&served.base, &format!("/queue/{name}")).await;
+    for text in [
+        "webhook target <b>recv</b>".to_string(),
+        format!("<code>http://{addr}</code>"),
+        "id=\"webhook-delivered\">3<".into(),
+        "id=\"webhook-failed\">6<".into(),
+        "data-failure=\"503\"><td>503</td><td class=\"n\">3<".into(),
+        "data-failure=\"connection error\"><td>connection error</td><td class=\"n\">3<".into(),
+        "webhook target recv answered 503 Service Unavailable".into(),
+    ] {
+        assert!(page.contains(&text), "no {text} in {page}");
+    }
+    assert!(
+        !page.contains(text.trim_start_matches("whsec_")),
+        "a secret on the page"
+    );
+    assert!(
+        !page.contains(&format!("{addr}/hook")),
+        "the target's path on the page"
+    );
 }
 
 /// 410 Gone sends the job to the dead set at once, with the status and the answer.

@@ -8,7 +8,7 @@
 //! | path | what |
 //! | --- | --- |
 //! | `/` | every queue: jobs scheduled, ready, in flight, dead; its leader; the HTTP API's tokens by name, when used ([`Dashboard::api_tokens`]) |
-//! | `/queue/{name}` | one queue: the wheel by level, the leader and its token, promotion lag and throughput over time, when jobs come due over the next hour, day and week, the ready, in-flight and dead jobs (`?dead_from=N`: the dead jobs after the N oldest, 50 a page) |
+//! | `/queue/{name}` | one queue: the wheel by level, the leader and its token, promotion lag and throughput over time, when jobs come due over the next hour, day and week, its delivery (the ready list, or the stream outlet's length and groups' pending entries; the webhook target and its recent failures by status, [`Dashboard::webhooks`]), the ready, in-flight and dead jobs (`?dead_from=N`: the dead jobs after the N oldest, 50 a page) |
 //! | `/queue/{name}/job?id=...` | one job: state, due time, attempts, last error, payload as text or hex (the last two with the token) |
 //! | `POST /queue/{name}/action` | cancel, run now, retry a dead job, retry all dead |
 //! | `POST /login`, `POST /logout` | open a session with the token; end it |
@@ -61,6 +61,7 @@
 mod cold;
 mod due;
 mod history;
+mod hooks;
 mod html;
 mod job;
 pub(crate) mod metrics;
@@ -72,6 +73,7 @@ mod tokens;
 
 use super::{ConnectOptions, Queue};
 use history::History;
+pub use hooks::WebhookView;
 use session::Sessions;
 use std::fmt;
 use std::sync::{Arc, Mutex, RwLock, Weak};
@@ -92,6 +94,8 @@ pub struct Dashboard {
     sample_every: Duration,
     /// Who used the HTTP API: see [`Dashboard::api_tokens`].
     api_tokens: Option<tokens::Source>,
+    /// What the webhook dispatchers did: see [`Dashboard::webhooks`].
+    webhooks: Option<hooks::Source>,
 }
 
 impl fmt::Debug for Dashboard {
@@ -109,6 +113,7 @@ impl fmt::Debug for Dashboard {
             .field("secure_cookie", &self.secure_cookie)
             .field("sample_every", &self.sample_every)
             .field("api_tokens", &self.api_tokens.is_some())
+            .field("webhooks", &self.webhooks.is_some())
             .finish()
     }
 }
@@ -127,6 +132,7 @@ impl Dashboard {
             secure_cookie: false,
             sample_every: Duration::from_secs(5),
             api_tokens: None,
+            webhooks: None,
         }
     }
 
@@ -198,6 +204,20 @@ impl Dashboard {
         uses: impl Fn() -> Vec<TokenUse> + Send + Sync + 'static,
     ) -> Dashboard {
         self.api_tokens = Some(std::sync::Arc::new(uses));
+        self
+    }
+
+    /// Shows on each queue's page the webhook target its due jobs are posted to (by name
+    /// and origin, never its path, query or secret) and its recent failures by status
+    /// code, timeout or connection error, with the latest error, as `view` gives them
+    /// for the queue's name when the page is read (`None`: no dispatcher for it).
+    /// `tickless-durable serve --webhooks-file` passes its dispatchers'
+    /// ([`HookMetrics::view`](crate::hook::HookMetrics::view), feature `webhooks`).
+    pub fn webhooks(
+        mut self,
+        view: impl Fn(&str) -> Option<WebhookView> + Send + Sync + 'static,
+    ) -> Dashboard {
+        self.webhooks = Some(std::sync::Arc::new(view));
         self
     }
 

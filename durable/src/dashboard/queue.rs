@@ -36,6 +36,8 @@ pub(super) struct QueueView<'a> {
     /// The stream outlet (`None`: due jobs go to the ready list), or why it could not be
     /// read.
     pub(super) stream: Result<Option<StreamInfo>, String>,
+    /// The webhook dispatcher's target and recent failures, if one posts its jobs.
+    pub(super) webhook: Option<super::WebhookView>,
 }
 
 pub(super) fn queue_page(ctx: &Ctx<'_>, view: &QueueView<'_>, history: &History) -> Markup {
@@ -45,6 +47,7 @@ pub(super) fn queue_page(ctx: &Ctx<'_>, view: &QueueView<'_>, history: &History)
         p { small { (view.queue.url()) } }
         (counts(s))
         (delivery(&view.stream))
+        (super::hooks::section(SystemTime::now(), view.webhook.as_ref()))
         (no_leader(s, &view.buckets))
         (leader_failing(&view.leader_failing))
         (script_errors(&view.script_errors))

@@ -205,6 +205,11 @@ async fn queue_page(
             leader_failing: counters.map_or((0, None), |c| (c.leader_failing, c.leader_error)),
             cold: queue.cold_windows().await?,
             stream: queue.stream_info().await.map_err(|err| err.to_string()),
+            webhook: state
+                .dashboard
+                .webhooks
+                .as_ref()
+                .and_then(|view| view(queue.name())),
         })
     };
     match view.await {

@@ -91,29 +91,30 @@ pub(crate) async fn run(queue: Queue, live: Arc<Live>, metrics: HookMetrics) {
     let mut claimer = queue.worker(options.clone());
     let worker = Arc::new(queue.worker(options));
     loop {
+        // A job is claimed only with a permit in hand: this loop takes one (waiting), then
+        // every other free one (not waiting), and claims as many jobs; the permits left
+        // over go back. Other claim loops of the target wait meanwhile, and take the
+        // permits as deliveries end.
         let Ok(first) = live.permits.clone().acquire_owned().await else {
             return;
         };
-        let more = live.permits.available_permits().min(MAX_CLAIM - 1);
-        let jobs = match claimer.claim(1 + more).await {
+        let mut permits = vec![first];
+        while permits.len() < MAX_CLAIM {
+            match live.permits.clone().try_acquire_owned() {
+                Ok(permit) => permits.push(permit),
+                Err(_) => break,
+            }
+        }
+        let jobs = match claimer.claim(permits.len()).await {
             Ok(jobs) => jobs,
             Err(err) => {
+                drop(permits);
                 queue.report("webhooks", &err).await;
                 tokio::time::sleep(Duration::from_secs(1)).await;
                 continue;
             }
         };
-        let mut first = Some(first);
-        for job in jobs {
-            let permit = match first.take() {
-                Some(permit) => permit,
-                // Only claim loops take permits, and this one saw them free: another
-                // loop of the same target may have taken some, then this waits.
-                None => match live.permits.clone().acquire_owned().await {
-                    Ok(permit) => permit,
-                    Err(_) => return,
-                },
-            };
+        for (job, permit) in jobs.into_iter().zip(permits) {
             let delivery = Delivery {
                 queue: queue.clone(),
                 worker: worker.clone(),
@@ -139,8 +140,10 @@ impl Delivery {
         }
         let (outcome, status, took, error) = self.send(&job).await;
         let name = &self.live.target.name;
+        let queue = self.queue.name();
+        let attempt = job.attempt();
         self.metrics
-            .record(name, job.attempt(), outcome, status, took);
+            .record(queue, name, attempt, (outcome, status), took, &error);
         let done = match outcome {
             Outcome::Delivered => self.worker.ack(&job).await.map(drop),
             Outcome::Gone => self

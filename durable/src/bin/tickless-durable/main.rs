@@ -382,6 +382,10 @@ async fn serve(args: Serve) -> Result<(), String> {
     let dashboard = api::show_tokens(dashboard, &api);
     #[cfg(feature = "api")]
     let tls = api::tls(&args)?;
+    #[cfg(feature = "webhooks")]
+    let hooks = hook::start(&args).await?;
+    #[cfg(feature = "webhooks")]
+    let dashboard = hook::show(dashboard, &hooks);
     let token = args.token.clone().unwrap_or_default();
     let actions = !args.read_only && !token.is_empty();
     let app = dashboard
@@ -393,7 +397,7 @@ async fn serve(args: Serve) -> Result<(), String> {
     #[cfg(feature = "api")]
     let app = api::mount(app, api);
     #[cfg(feature = "webhooks")]
-    let (app, _dispatchers, hooks_shown) = hook::start(&args, app).await?;
+    let app = hook::metrics(app, &hooks);
     #[cfg(not(feature = "webhooks"))]
     if args.webhooks_file.is_some() {
         return Err("--webhooks-file needs the `webhooks` feature".into());
@@ -425,7 +429,7 @@ async fn serve(args: Serve) -> Result<(), String> {
         format_args!("{api_shown} on {scheme}://{local}/v1/\n"),
     );
     #[cfg(feature = "webhooks")]
-    if let Some(shown) = hooks_shown {
+    if let Some((_, shown)) = &hooks {
         let _ = std::io::Write::write_fmt(&mut std::io::stdout(), format_args!("{shown}\n"));
     }
     #[cfg(feature = "api")]

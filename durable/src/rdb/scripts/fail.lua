@@ -11,7 +11,8 @@
 --          attempt, or quarantined), 0 the delivery no longer holds the job (its lease
 --          ended, or it was cancelled): nothing changed.
 --
--- Keeps I1-I5: the job leaves `flight`; a retry is inserted at now + backoff_ms as
+-- Keeps I1-I5: the job leaves `flight`; a retry is inserted backoff_ms after the clock's
+-- reading, rounded up (lib/meta.lua's after_ms: never early, to the microsecond), as
 -- schedule.lua would (the wake published if earlier than the leader's), a dead job goes
 -- to `dead` with loc 'd'. The error text is kept in `errors` until the job completes or
 -- is removed.
@@ -39,7 +40,7 @@ local dies = quarantined or told_dead or j.att >= j.max
 if dies then
   expect(DEAD, 'zset')
 else
-  j.due = now + backoff
+  j.due = after_ms(backoff)
   insert(b, id, j)
   check_batch(b)
 end

@@ -27,6 +27,16 @@ function arg_when(i)
   return CLOCK_S * 1000 + math.ceil(t / 1000) + 1
 end
 
+-- `ms` after the clock's last reading (`meta`'s), rounded up to the ms: never before
+-- that instant, as `arg_when`'s relative times (`now + ms` could be up to 0.999 ms
+-- early, "now" being rounded down). 0 or less: "now" itself.
+function after_ms(ms)
+  if ms <= 0 then
+    return CLOCK_S * 1000 + (CLOCK_US - CLOCK_US % 1000) / 1000
+  end
+  return CLOCK_S * 1000 + math.ceil((CLOCK_US + ms * 1000) / 1000)
+end
+
 -- "Now" in ms on this queue's clock, rounded down ("now" never runs ahead): meta's
 -- `clock` (a manual clock, which only tests set) or Redis TIME; then meta's fields
 -- named (at most four), as stored (strings, or false when missing). One HMGET.
