@@ -1057,3 +1057,55 @@ async fn one_pass_moves_every_far_job_of_a_bucket_mostly_near() {
         .collect();
     assert_eq!(far_got.len(), 500);
 }
+
+/// The index (`ci:` hashes) is sized to its entries: 3,000 cold jobs in ~125 hashes (24
+/// per hash, not 3,000 hashes of one), split one at a time as jobs move in, merged back as
+/// they are loaded; at every size each cold job is found (the lookups, the cancels, the
+/// load), and nothing is lost or doubled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cold_index_grows_and_shrinks_with_its_jobs_and_finds_each_at_every_size() {
+    let server = RedisServer::start();
+    let dir = Dir::new("cold-index");
+    let (queue, mut leader, worker) = setup(&server, "cold-index", tier(&dir.0)).await;
+    let meta = format!("tickless:{{{}}}:meta", queue.name());
+    let mut due = schedule_far(&queue, T0, 3000).await;
+    leader.step().await.unwrap();
+    assert_eq!(leader.stats().cold_moved, 3000);
+    assert_eq!(hget(&server, &meta, "cjobs").await, "3000");
+    let size: u64 = hget(&server, &meta, "cold").await[1..].parse().unwrap();
+    assert!((125..=160).contains(&size), "index size {size}");
+    let mut admin = server.admin().await;
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("tickless:{{{}}}:ci:*", queue.name()))
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    assert!(keys.len() as u64 <= size && keys.len() as u64 > size / 2);
+    assert_eq!(index_entries(&server, &queue).await, 3000);
+    for i in (0..3000).step_by(7) {
+        let job = queue.job(&format!("far:{i}")).await.unwrap().unwrap();
+        assert_eq!(job.state, JobState::Cold, "far:{i}");
+    }
+    // Cancel every other one: each is found, once.
+    let gone: Vec<String> = (0..3000).step_by(2).map(|i| format!("far:{i}")).collect();
+    let cancelled = queue
+        .cancel_batch(gone.iter().map(String::as_str))
+        .await
+        .unwrap();
+    assert!(cancelled.iter().all(|&c| c));
+    for id in &gone {
+        due.remove(id);
+    }
+    assert_eq!(hget(&server, &meta, "cjobs").await, "1500");
+    // The load brings back the other 1,500, each once, and the index shrinks to one hash.
+    let mut got = Vec::new();
+    for to in [T0 + FAR + HOUR, T0 + FAR + 2 * HOUR] {
+        got.extend(run_to(&queue, &mut leader, &worker, to).await);
+    }
+    let ids: BTreeSet<&str> = got.iter().map(|(id, _)| id.as_str()).collect();
+    assert_eq!(got.len(), 1500, "each once");
+    assert_eq!(ids, due.keys().map(String::as_str).collect());
+    assert_eq!(hget(&server, &meta, "cjobs").await, "0");
+    assert_eq!(hget(&server, &meta, "cold").await, "n1");
+    assert_eq!(index_entries(&server, &queue).await, 0);
+}
