@@ -702,7 +702,7 @@ async fn a_lost_segment_does_not_hold_up_the_others() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_window_fills_its_segments_across_the_takes_of_a_pass() {
     // 11,000 jobs in one hour-window and 1,000 in the next, in one bucket of the wheel:
-    // each take (10,000 at most) meets both windows; the pass still writes full
+    // each take (a few hundred ids) meets both windows; the pass still writes full
     // segments: two for the first window (10,000 + 1,000), one for the second.
     let server = RedisServer::start();
     let dir = Dir::new("cold-fill");
@@ -1008,4 +1008,104 @@ async fn a_live_leader_sweeps_an_orphan_within_one_sweep_period() {
     assert_eq!(files(&dir.0), segments);
     assert_eq!(index_entries(&server, &queue).await, 100);
     leader.stop().await.unwrap();
+}
+
+/// A bucket of the wheel that holds near jobs and far ones (a level-3 bucket, 74.5 h
+/// wide, straddling now + horizon + window): one pass moves every far job of it, however
+/// many takes its walk needs. A take used to read a page of SSCAN from such a bucket, and
+/// a pass ended at the first take of fewer than 10,000 jobs, which such a page is: of 500
+/// far jobs among 15,000 near ones, a pass moved ~200.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_pass_moves_every_far_job_of_a_bucket_mostly_near() {
+    const L3: u64 = 1024 * 64 * 64 * 64;
+    let server = RedisServer::start();
+    let dir = Dir::new("cold-mixed");
+    let (queue, mut leader, worker) = setup(&server, "cold-mixed", tier(&dir.0)).await;
+    // A level-3 bucket starts an hour from now: every job below is due inside it.
+    let start = (T0 / L3 + 2) * L3;
+    let now = start - HOUR;
+    queue.set_manual_clock(Some(at(now))).await.unwrap();
+    let near = (0..15_000u64).map(|i| (format!("near:{i}"), start + 360_000 + i * 800));
+    let far = (0..500u64).map(|i| (format!("far:{i}"), start + 8 * HOUR + i * 7_000));
+    let jobs: Vec<(String, u64)> = near.chain(far).collect();
+    assert!(jobs.iter().all(|(_, due)| *due < start + L3));
+    for chunk in jobs.chunks(5_000) {
+        queue
+            .schedule_batch(
+                chunk
+                    .iter()
+                    .map(|(id, due)| (id.as_str(), b"m".as_slice(), When::At(at(*due)))),
+            )
+            .await
+            .unwrap();
+    }
+    leader.step().await.unwrap();
+    assert!(leader.is_leading());
+    assert_eq!(
+        leader.stats().cold_moved,
+        500,
+        "one pass moved every far job"
+    );
+    assert_eq!(index_entries(&server, &queue).await, 500);
+    assert_eq!(hlen(&server, &jobs_key(&queue)).await, 15_000);
+    // And they come back: all 500 at their window's load, each once.
+    let got = run_to(&queue, &mut leader, &worker, start + 9 * HOUR).await;
+    let far_got: BTreeSet<String> = got
+        .into_iter()
+        .map(|(id, _)| id)
+        .filter(|id| id.starts_with("far:"))
+        .collect();
+    assert_eq!(far_got.len(), 500);
+}
+
+/// The index (`ci:` hashes) is sized to its entries: 3,000 cold jobs in ~125 hashes (24
+/// per hash, not 3,000 hashes of one), split one at a time as jobs move in, merged back as
+/// they are loaded; at every size each cold job is found (the lookups, the cancels, the
+/// load), and nothing is lost or doubled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cold_index_grows_and_shrinks_with_its_jobs_and_finds_each_at_every_size() {
+    let server = RedisServer::start();
+    let dir = Dir::new("cold-index");
+    let (queue, mut leader, worker) = setup(&server, "cold-index", tier(&dir.0)).await;
+    let meta = format!("tickless:{{{}}}:meta", queue.name());
+    let mut due = schedule_far(&queue, T0, 3000).await;
+    leader.step().await.unwrap();
+    assert_eq!(leader.stats().cold_moved, 3000);
+    assert_eq!(hget(&server, &meta, "cjobs").await, "3000");
+    let size: u64 = hget(&server, &meta, "cold").await[1..].parse().unwrap();
+    assert!((125..=160).contains(&size), "index size {size}");
+    let mut admin = server.admin().await;
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("tickless:{{{}}}:ci:*", queue.name()))
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    assert!(keys.len() as u64 <= size && keys.len() as u64 > size / 2);
+    assert_eq!(index_entries(&server, &queue).await, 3000);
+    for i in (0..3000).step_by(7) {
+        let job = queue.job(&format!("far:{i}")).await.unwrap().unwrap();
+        assert_eq!(job.state, JobState::Cold, "far:{i}");
+    }
+    // Cancel every other one: each is found, once.
+    let gone: Vec<String> = (0..3000).step_by(2).map(|i| format!("far:{i}")).collect();
+    let cancelled = queue
+        .cancel_batch(gone.iter().map(String::as_str))
+        .await
+        .unwrap();
+    assert!(cancelled.iter().all(|&c| c));
+    for id in &gone {
+        due.remove(id);
+    }
+    assert_eq!(hget(&server, &meta, "cjobs").await, "1500");
+    // The load brings back the other 1,500, each once, and the index shrinks to one hash.
+    let mut got = Vec::new();
+    for to in [T0 + FAR + HOUR, T0 + FAR + 2 * HOUR] {
+        got.extend(run_to(&queue, &mut leader, &worker, to).await);
+    }
+    let ids: BTreeSet<&str> = got.iter().map(|(id, _)| id.as_str()).collect();
+    assert_eq!(got.len(), 1500, "each once");
+    assert_eq!(ids, due.keys().map(String::as_str).collect());
+    assert_eq!(hget(&server, &meta, "cjobs").await, "0");
+    assert_eq!(hget(&server, &meta, "cold").await, "n1");
+    assert_eq!(index_entries(&server, &queue).await, 0);
 }

@@ -21,6 +21,15 @@
 //!   due at the same times (in the tier's queue, once the clock is within the horizon);
 //!   the manual clock steps 100 ms at a time through their minute, the leader steps, a
 //!   worker claims and acks everything due: lag = claimed_at - due, on the queue's clock.
+//! - **Redis held** (in C): the longest command Redis ran during the move and during the
+//!   load (`SLOWLOG`, every command of 200 µs or more), and another client's `PING`
+//!   round trip (a thread with a socket of its own, one a millisecond) idle, during the
+//!   move and during the load: p50, p99, max.
+//!
+//! - **E, spread due times** (`SPREAD` jobs, default 0: skipped; first round only):
+//!   due evenly over 30 days from 7 h ahead, moved by `Leader::step` passes: the segment
+//!   objects written against the fewest that could hold them (one per started 10,000 jobs
+//!   of each window).
 //!
 //! Between the phases the server is emptied (`FLUSHALL`), so each memory figure is a
 //! delta on an empty queue. The tier is `ColdTier::local` on a fresh temporary directory
@@ -258,6 +267,10 @@ fn main() {
     );
     // 200 B again at the 2 KB row's count: the index's density (jobs per `ci:` hash)
     // depends on the job count, so payload sizes are compared at one count.
+    let spread = env("SPREAD", 0);
+    if spread > 0 {
+        runtime.block_on(spread_round(spread));
+    }
     for (bytes, jobs) in [(200, n), (2_048, n2k), (200, n2k)] {
         runtime.block_on(round(bytes, jobs, s, l));
     }
@@ -385,7 +398,14 @@ async fn round(bytes: usize, n: usize, s: usize, l: usize) {
     let m1 = used_memory(&server);
     let c2 = counters(&server);
     let s2 = per_command(&server);
+    let idle = Probe::start(&server);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let idle = idle.finish();
+    slowlog_reset(&server);
+    let during_move = Probe::start(&server);
     let passes = move_all(&mut leader).await;
+    let during_move = during_move.finish();
+    let move_log = slowlog(&server).await;
     let c3 = counters(&server);
     let s3 = per_command(&server);
     let moved = leader.stats().cold_moved as usize;
@@ -431,7 +451,11 @@ async fn round(bytes: usize, n: usize, s: usize, l: usize) {
         .expect("clock");
     let c4 = counters(&server);
     let s4 = per_command(&server);
+    slowlog_reset(&server);
+    let during_load = Probe::start(&server);
     leader.step().await.expect("the load");
+    let during_load = during_load.finish();
+    let load_log = slowlog(&server).await;
     let c5 = counters(&server);
     let s5 = per_command(&server);
     let loaded = leader.stats().cold_loaded as usize - lag_loaded;
@@ -451,6 +475,18 @@ async fn round(bytes: usize, n: usize, s: usize, l: usize) {
             .map(|w| w.len())
             .unwrap_or(usize::MAX)
     );
+    for (name, rtt) in [
+        ("idle, 2 s", idle),
+        ("during the move", during_move),
+        ("during the load", during_load),
+    ] {
+        println!(
+            "C: another client's PING round trip {name}: {}",
+            rtt.summary()
+        );
+    }
+    println!("C: SLOWLOG during the move: {move_log}");
+    println!("C: SLOWLOG during the load: {load_log}");
     println!(
         "C: the move's commands per job: {}",
         command_delta(&s2, &s3, moved)
@@ -593,4 +629,182 @@ fn dir_bytes(dir: &std::path::Path) -> f64 {
     let mut sizes = Vec::new();
     walk(dir, &mut sizes);
     sizes.iter().sum::<u64>() as f64
+}
+
+/// Another client of the same Redis: a thread with a socket of its own sends `PING`, one
+/// a millisecond, and times each round trip.
+struct Probe {
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<Vec<u64>>,
+}
+
+/// Round trips (µs), sorted.
+struct Rtt(Vec<u64>);
+
+impl Rtt {
+    fn summary(&self) -> String {
+        format!(
+            "{} PINGs, p50 {} µs, p99 {} µs, max {} µs",
+            self.0.len(),
+            percentile(&self.0, 0.5),
+            percentile(&self.0, 0.99),
+            self.0.last().copied().unwrap_or(0)
+        )
+    }
+}
+
+impl Probe {
+    fn start(server: &RedisServer) -> Probe {
+        use std::io::{Read, Write};
+        let url = server.url();
+        let addr = url
+            .trim_start_matches("redis://")
+            .trim_end_matches('/')
+            .to_string();
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut socket = std::net::TcpStream::connect(&addr).expect("the probe's connection");
+            socket.set_nodelay(true).expect("nodelay");
+            let mut out = Vec::new();
+            let mut reply = [0u8; 7];
+            while !flag.load(Ordering::Relaxed) {
+                let sent = Instant::now();
+                socket.write_all(b"PING\r\n").expect("PING");
+                socket.read_exact(&mut reply).expect("+PONG");
+                out.push(sent.elapsed().as_micros() as u64);
+                assert_eq!(&reply, b"+PONG\r\n");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            out
+        });
+        Probe { stop, thread }
+    }
+
+    fn finish(self) -> Rtt {
+        self.stop.store(true, Ordering::Relaxed);
+        let mut v = self.thread.join().expect("the probe");
+        v.sort_unstable();
+        Rtt(v)
+    }
+}
+
+/// Logs every command of 200 µs or more from now on.
+fn slowlog_reset(server: &RedisServer) {
+    server.cli(&["CONFIG", "SET", "slowlog-log-slower-than", "200"]);
+    server.cli(&["CONFIG", "SET", "slowlog-max-len", "100000"]);
+    server.cli(&["SLOWLOG", "RESET"]);
+}
+
+/// The commands logged since [`slowlog_reset`]: how many took 1 ms or more and 2 ms or
+/// more, and the three longest (µs, the command, its keys and argument count: a
+/// script's keys tell which it is, its arguments how many jobs it carried).
+async fn slowlog(server: &RedisServer) -> String {
+    let client = redis::Client::open(server.url()).expect("a client");
+    let mut conn = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("a connection");
+    let entries: Vec<redis::Value> = redis::cmd("SLOWLOG")
+        .arg("GET")
+        .arg(-1)
+        .query_async(&mut conn)
+        .await
+        .expect("SLOWLOG GET");
+    let mut logged: Vec<(u64, String)> = entries
+        .iter()
+        .filter_map(|entry| {
+            let redis::Value::Array(fields) = entry else {
+                return None;
+            };
+            let us: u64 = redis::from_redis_value(fields.get(2)?).ok()?;
+            let args: Vec<Vec<u8>> = redis::from_redis_value(fields.get(3)?).ok()?;
+            // SLOWLOG keeps 32 arguments, the last saying how many more there were.
+            let more: usize = args
+                .last()
+                .and_then(|a| {
+                    let text = String::from_utf8_lossy(a);
+                    text.strip_prefix("... (")?
+                        .strip_suffix(" more arguments)")?
+                        .parse()
+                        .ok()
+                })
+                .map_or(0, |n: usize| n.saturating_sub(1));
+            let count = args.len() + more;
+            let word = |i: usize| {
+                args.get(i)
+                    .map(|a| String::from_utf8_lossy(&a[..a.len().min(24)]).into_owned())
+                    .unwrap_or_default()
+            };
+            let what = if word(0).eq_ignore_ascii_case("evalsha") {
+                let keys: usize = word(2).parse().unwrap_or(0);
+                let key = |i: usize| word(3 + i).rsplit(':').next().unwrap_or("").to_string();
+                format!(
+                    "evalsha keys [{}] {} args",
+                    (0..keys).map(key).collect::<Vec<_>>().join(" "),
+                    count.saturating_sub(3 + keys)
+                )
+            } else {
+                format!("{} ({count} args)", word(0))
+            };
+            Some((us, what))
+        })
+        .collect();
+    // The log's entries are in used_memory (a few KB each): gone before memory is read.
+    server.cli(&["SLOWLOG", "RESET"]);
+    logged.sort_by_key(|entry| std::cmp::Reverse(entry.0));
+    let over = |ms: u64| logged.iter().filter(|(us, _)| *us >= ms * 1000).count();
+    format!(
+        "{} commands of 200 µs or more, {} of 1 ms or more, {} of 2 ms or more; longest: {}",
+        logged.len(),
+        over(1),
+        over(2),
+        logged
+            .iter()
+            .take(3)
+            .map(|(us, what)| format!("{us} µs {what}"))
+            .collect::<Vec<_>>()
+            .join("; ")
+    )
+}
+
+/// E: `n` jobs due evenly over 30 days from 7 h ahead, moved; segments written against
+/// the fewest possible.
+async fn spread_round(n: usize) {
+    let server = RedisServer::start_with_args(&["--save", ""]);
+    let dir = Dir::new("spread");
+    let queue = Queue::connect(&server.url(), "spread")
+        .await
+        .expect("connect")
+        .with_cold_tier(tier(&dir));
+    let now = now_ms(&server);
+    queue.set_manual_clock(Some(at(now))).await.expect("clock");
+    let mut leader = queue.leader(LeaderOptions::default());
+    leader.step().await.expect("the first pass");
+    let first = now + 7 * HOUR_MS;
+    let span = 30 * 24 * HOUR_MS;
+    let p = payload(200, 0);
+    let ids: Vec<String> = (0..n).map(|i| format!("spread:{i}")).collect();
+    let due = |i: usize| first + (i as u64 * span) / n as u64;
+    let mut per_window = std::collections::BTreeMap::<u64, usize>::new();
+    for (c, chunk) in ids.chunks(BATCH).enumerate() {
+        let jobs = chunk.iter().enumerate().map(|(x, id)| {
+            let d = due(c * BATCH + x);
+            *per_window.entry(d / HOUR_MS).or_default() += 1;
+            (id.as_str(), p.as_slice(), When::At(at(d)))
+        });
+        queue.schedule_batch(jobs).await.expect("schedule_batch");
+    }
+    let started = Instant::now();
+    let passes = move_all(&mut leader).await;
+    let secs = started.elapsed().as_secs_f64();
+    let moved = leader.stats().cold_moved;
+    let minimal: usize = per_window.values().map(|&j| j.div_ceil(10_000)).sum();
+    let objects = count_files(&dir.0);
+    println!(
+        "E: {n} jobs due evenly over 30 days ({} windows): moved {moved} in {passes} passes, {secs:.1} s; \
+         {objects} segment objects, the fewest possible {minimal}: {:.2}x.\n",
+        per_window.len(),
+        objects as f64 / minimal.max(1) as f64
+    );
 }

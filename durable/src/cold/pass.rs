@@ -8,11 +8,28 @@ use crate::error::Error;
 use crate::rdb::cold as rdb;
 use crate::rdb::Rdb;
 
-/// Jobs per `cold_commit.lua` or `cold_load.lua` call: a call holds Redis for about 10 ms
-/// (BENCHMARKS.md, "The cold tier").
-pub(crate) const CALL_JOBS: usize = 2_000;
+/// Jobs per `cold_commit.lua` or `cold_load.lua` call at most, and their ids' and
+/// records' bytes at most ([`CALL_BYTES`]): a call holds Redis well under 2 ms, so no
+/// other client of that Redis waits longer (BENCHMARKS.md, "The cold tier": 2,000 jobs
+/// held it ~10 ms).
+pub(crate) const CALL_JOBS: usize = 200;
 
-/// Jobs per segment at most (one `cold_take.lua` call).
+/// Bytes of ids and records per `cold_commit.lua` or `cold_load.lua` call at most (a
+/// job's cost grows with its record: 2 KB payloads cost ~2.2x 200-byte ones).
+const CALL_BYTES: usize = 192 * 1024;
+
+/// Calls of one segment's commit or load sent at once on the multiplexed connection:
+/// Redis runs them one after the other, other clients' commands between them, and the
+/// round trips overlap.
+const IN_FLIGHT: usize = 4;
+
+// `in_flight` joins this many calls.
+const _: () = assert!(IN_FLIGHT == 4);
+
+/// Ids a `cold_take.lua` call reads, about (as [`CALL_JOBS`], for its hold on Redis).
+const TAKE_JOBS: usize = CALL_JOBS;
+
+/// Jobs per segment at most.
 const SEGMENT_JOBS: usize = MAX_BATCH;
 
 /// What one pass of the leader did.
@@ -87,24 +104,25 @@ async fn move_out(
         let Some(rdb::Taken {
             now,
             dep: taken_dep,
+            done: walked,
             jobs: taken_jobs,
-        }) = rdb::take(rdb, token, horizon, window, SEGMENT_JOBS, &fresh_dep).await?
+        }) = rdb::take(rdb, token, horizon, window, TAKE_JOBS, &fresh_dep).await?
         else {
             return Ok(None);
         };
         dep = taken_dep;
-        let (taken, mut fresh) = (taken_jobs.len(), 0);
         for (window, id, rec) in taken_jobs {
-            fresh += usize::from(filling.add(window, id, rec));
+            // A job the walk met twice (SSCAN can repeat one) is held once.
+            filling.add(window, id, rec);
         }
         while let Some((window, jobs)) = filling.next(false) {
             if !write_segment(rdb, tier, token, &dep, window, &jobs, done).await? {
                 return Ok(None);
             }
         }
-        // A take of fewer than asked found every far job; one of nothing new met only
-        // jobs held here already (they stay in the wheel until their segment is in).
-        if taken < SEGMENT_JOBS || fresh == 0 {
+        // The walk over the far buckets ended: every far job there was at its start is
+        // held or written (one scheduled behind it is the next pass's).
+        if walked {
             break now;
         }
     };
@@ -130,14 +148,12 @@ struct Filling {
 const MAX_HELD: usize = 4 * SEGMENT_JOBS;
 
 impl Filling {
-    /// Adds a taken job; `false` if it is held already (a take samples the wheel, where
-    /// a held job still is).
-    fn add(&mut self, window: u64, id: Vec<u8>, record: Vec<u8>) -> bool {
-        if !self.held.insert(id.clone()) {
-            return false;
+    /// Adds a taken job, unless it is held already (SSCAN can return an id twice in a
+    /// walk, and a held job is still in the wheel).
+    fn add(&mut self, window: u64, id: Vec<u8>, record: Vec<u8>) {
+        if self.held.insert(id.clone()) {
+            self.windows.entry(window).or_default().push((id, record));
         }
-        self.windows.entry(window).or_default().push((id, record));
-        true
     }
 
     /// The next segment to write: a full one; or, with `all` or when more than
@@ -205,17 +221,73 @@ async fn commit_segment(
     let bytes = encode(jobs);
     let size = bytes.len();
     tier.put(&path, bytes).await?;
-    let mut moved = 0;
-    for chunk in jobs.chunks(CALL_JOBS) {
-        let Some(n) = rdb::commit(rdb, token, seg, window, size, chunk).await? else {
-            return Ok(None);
-        };
-        moved += n;
-    }
+    let commit = |chunk| rdb::commit(rdb, token, seg, window, size, chunk);
+    let Some(moved) = in_flight(&calls(jobs), commit).await? else {
+        return Ok(None);
+    };
     if moved == 0 {
         tier.delete(&path).await?;
     }
     Ok(Some(moved))
+}
+
+type Job = (Vec<u8>, Vec<u8>);
+
+/// `jobs` cut into calls of at most [`CALL_JOBS`] jobs and [`CALL_BYTES`] bytes (a job
+/// larger than that alone in its call).
+fn calls(jobs: &[Job]) -> Vec<&[Job]> {
+    let (mut out, mut start, mut bytes) = (Vec::new(), 0, 0);
+    for (i, (id, rec)) in jobs.iter().enumerate() {
+        let size = id.len() + rec.len();
+        if i > start && (i - start == CALL_JOBS || bytes + size > CALL_BYTES) {
+            out.push(&jobs[start..i]);
+            (start, bytes) = (i, 0);
+        }
+        bytes += size;
+    }
+    if start < jobs.len() {
+        out.push(&jobs[start..]);
+    }
+    out
+}
+
+/// Runs `call` on every chunk, the first alone and then [`IN_FLIGHT`] at a time: the sum
+/// of what they counted, or `None` if one was fenced out (the first error, if one
+/// failed). The first goes alone so that a Redis that lost its script cache (restarted)
+/// answers `NOSCRIPT` once, not to every call in flight (each would load the script).
+async fn in_flight<'a, F, Fut>(chunks: &[&'a [Job]], call: F) -> Result<Option<u64>, Error>
+where
+    F: Fn(&'a [Job]) -> Fut,
+    Fut: std::future::Future<Output = Result<Option<u64>, Error>>,
+{
+    let call = &call;
+    let one = |chunk: Option<&'a [Job]>| async move {
+        match chunk {
+            Some(chunk) => call(chunk).await,
+            None => Ok(Some(0)),
+        }
+    };
+    let Some((first, rest)) = chunks.split_first() else {
+        return Ok(Some(0));
+    };
+    let Some(mut sum) = call(first).await? else {
+        return Ok(None);
+    };
+    for group in rest.chunks(IN_FLIGHT) {
+        let replies = tokio::join!(
+            one(group.first().copied()),
+            one(group.get(1).copied()),
+            one(group.get(2).copied()),
+            one(group.get(3).copied())
+        );
+        for reply in [replies.0, replies.1, replies.2, replies.3] {
+            match reply? {
+                Some(n) => sum += n,
+                None => return Ok(None),
+            }
+        }
+    }
+    Ok(Some(sum))
 }
 
 /// Loads every segment whose window starts within the lead of `now`; `false` if the
@@ -277,12 +349,11 @@ async fn load_segment(
 ) -> Result<bool, Error> {
     let path = tier.segment_path(rdb.name(), dep, window, seg);
     let jobs = decode(&tier.get(&path).await?, path.as_ref())?;
-    for chunk in jobs.chunks(CALL_JOBS) {
-        let Some(loaded) = rdb::load(rdb, token, seg, chunk).await? else {
-            return Ok(false);
-        };
-        done.loaded += loaded;
-    }
+    let load = |chunk| rdb::load(rdb, token, seg, chunk);
+    let Some(loaded) = in_flight(&calls(&jobs), load).await? else {
+        return Ok(false);
+    };
+    done.loaded += loaded;
     let Some(left) = rdb::retire(rdb, token, seg).await? else {
         return Ok(false);
     };
@@ -329,4 +400,30 @@ pub(crate) async fn sweep(rdb: &Rdb, tier: &ColdTier) -> Result<u64, Error> {
         }
     }
     Ok(swept)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn calls_are_cut_at_their_job_count_and_their_bytes() {
+        let small: Vec<Job> = (0..450)
+            .map(|i| (vec![b'a'; 10], vec![i as u8; 90]))
+            .collect();
+        let cut = calls(&small);
+        assert_eq!(
+            cut.iter().map(|c| c.len()).collect::<Vec<_>>(),
+            [CALL_JOBS, CALL_JOBS, 50]
+        );
+        let big: Vec<Job> = (0..10).map(|_| (vec![b'b'; 24], vec![0; 50_000])).collect();
+        let cut = calls(&big);
+        assert!(cut
+            .iter()
+            .all(|c| c.iter().map(|(i, r)| i.len() + r.len()).sum::<usize>() <= CALL_BYTES));
+        assert_eq!(cut.iter().map(|c| c.len()).sum::<usize>(), 10);
+        let huge: Vec<Job> = vec![(vec![b'c'], vec![0; CALL_BYTES + 1])];
+        assert_eq!(calls(&huge).len(), 1);
+        assert!(calls(&[]).is_empty());
+    }
 }

@@ -12,16 +12,18 @@ pub(crate) struct Taken {
     pub(crate) now: u64,
     /// The queue's deployment id (meta's `cdep`).
     pub(crate) dep: String,
+    /// This take ended a walk over every bucket that can hold far jobs.
+    pub(crate) done: bool,
     /// Each job taken: its window's start (ms), id, record.
     pub(crate) jobs: Vec<(u64, Vec<u8>, Vec<u8>)>,
 }
 
-/// `cold_take.lua`: reads up to `limit` jobs due at or after now + `horizon_ms`, by
-/// window of `window_ms`; `fresh_dep` becomes meta's `cdep` if it has none. `None` when
-/// fenced out.
+/// `cold_take.lua`: the jobs due at or after now + `horizon_ms`, by window of
+/// `window_ms`, among the next ~`limit` ids of its walk over the wheel's far buckets;
+/// `fresh_dep` becomes meta's `cdep` if it has none. `None` when fenced out.
 ///
 /// `ARGV` token, horizon, window, limit, deployment. Reply `{ 0 }` fenced, else
-/// `{ 1, now, cdep, w_1, n_1, id, record, ... (n_1 pairs), w_2, n_2, ... }`.
+/// `{ 1, now, cdep, done, w_1, n_1, id, record, ... (n_1 pairs), w_2, n_2, ... }`.
 #[cfg(feature = "cold")]
 pub(crate) async fn take(
     rdb: &Rdb,
@@ -45,8 +47,9 @@ pub(crate) async fn take(
     }
     let now = reply.int(1)?.max(0) as u64;
     let dep = String::from_utf8_lossy(&reply.take_bytes(2)?).into_owned();
+    let done = reply.int(3)? == 1;
     let mut jobs = Vec::new();
-    let mut i = 3;
+    let mut i = 4;
     while i < reply.len() {
         let window = reply.int(i)?.max(0) as u64;
         let n = reply.int(i + 1)?.max(0) as usize;
@@ -57,7 +60,12 @@ pub(crate) async fn take(
         }
         i += 2 + 2 * n;
     }
-    Ok(Some(Taken { now, dep, jobs }))
+    Ok(Some(Taken {
+        now,
+        dep,
+        done,
+        jobs,
+    }))
 }
 
 /// `cold_commit.lua`: indexes `jobs` (id, record) as held by segment `seg` of `window`

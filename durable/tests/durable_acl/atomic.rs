@@ -40,11 +40,6 @@ const NEVER_REFUSED: &[(&str, &str)] = &[
         "the leader refills after its tick, which sends all its commands",
     ),
     (
-        "cold_load",
-        "the leader loads after its tick, which sends all its commands (the stream outlet's \
-         HDEL included)",
-    ),
-    (
         "cold_thaw",
         "a cold job's reschedule runs reschedule.lua first, which sends all its commands (the \
          stream outlet's HDEL included)",

@@ -4,9 +4,9 @@
 //! Redis). Each leader process stops exactly at the step named on its command line
 //! (`cold_role.rs`), and the state the kill left is checked to be that step's.
 //!
-//! 40,000 far jobs (200-byte payloads) due in one 1 h window 48 h ahead, so that each of
-//! the leader's takes is one segment of up to 10,000 jobs, committed and loaded in calls
-//! of 2,000. After the kills, every job is delivered exactly once to a worker of this
+//! 40,000 far jobs (200-byte payloads) due in one 1 h window 48 h ahead, so that the
+//! leader's takes fill segments of 10,000 jobs, committed and loaded in calls of 200
+//! (four in flight: the proxy holds the one it stops at and those behind it). After the kills, every job is delivered exactly once to a worker of this
 //! process (no handler is killed here, so no repeat is allowed), on time: the manual clock
 //! moves in 10-minute strides and each job comes in the stride that reaches its due time,
 //! neither before nor after; the index, `cseg`, `cwin` and the store's directory end
@@ -23,10 +23,10 @@ use tickless_test_support::{at, RedisServer, T0};
 
 const HOUR: u64 = 3_600_000;
 const JOBS: u64 = 40_000;
-/// Jobs per segment at most (one `cold_take.lua` call).
+/// Jobs per segment at most.
 const PER_SEGMENT: u64 = 10_000;
-/// Jobs per `cold_commit.lua` / `cold_load.lua` call (cold.rs's `CALL_JOBS`).
-const CALL_JOBS: u64 = 2_000;
+/// Jobs per `cold_commit.lua` / `cold_load.lua` call (pass.rs's `CALL_JOBS`).
+const CALL_JOBS: u64 = 200;
 /// Past any lease a killed leader held (`LeaderOptions::idle_lease`, 60 s, when the
 /// next work is hours away; 100 ms when it is near), on the manual clock.
 const PAST_THE_LEASE: Duration = Duration::from_secs(61);
@@ -315,7 +315,7 @@ fn run(scene: &mut Scene) {
         "killed between the PUT and the commit: {seen:?}"
     );
     // Killed between the first and the second commit call of a segment (after its first
-    // pass swept the orphan): a segment named by 2,000 of the jobs it holds.
+    // pass swept the orphan): a segment named by CALL_JOBS of the jobs it holds.
     let before = seen.index;
     let seen = scene.kill_at("commit:2");
     assert!(
@@ -383,7 +383,17 @@ fn run(scene: &mut Scene) {
     assert_eq!(seen.wheel + seen.index, JOBS);
     // Redis restarted from its AOF between two load calls of a segment; the same leader
     // goes on and loads everything.
-    let (mut loader, at_stop) = scene.restart_redis_at("load:8");
+    // The first segment this leader loads (the lowest number left, as `cwin` orders
+    // them: all of one window) takes all its calls, even those of ids loaded already;
+    // stop at the third call of the next.
+    let now = scene.seen();
+    let first = now
+        .segs
+        .keys()
+        .min_by_key(|seg| seg.to_string())
+        .expect("segments left");
+    let calls = now.objects[first].div_ceil(CALL_JOBS);
+    let (mut loader, at_stop) = scene.restart_redis_at(&format!("load:{}", calls + 3));
     assert!(
         at_stop
             .segs

@@ -17,6 +17,9 @@ end
 -- First every read and check, then every write.
 local recs = read_all('hash', 'HMGET', JOBS, ARGV)
 local cold = read('hash', 'HGET', META, 'cold')
+if cold then
+  cold_size(cold)
+end
 local colds = {}  -- index key, id, segment: the cold jobs to remove
 local out, done = {}, {}
 local jobs = {}   -- id, job, place: the jobs to remove

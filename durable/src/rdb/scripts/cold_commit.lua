@@ -26,6 +26,9 @@ local ids = {}
 for i = 5, #ARGV, 2 do
   ids[#ids + 1] = ARGV[i]
 end
+-- The index first grows to the size its entries will need (lib/cold.lua).
+cold_size(cold)
+cold = cold_resize(cold, cold_jobs() + #ids)
 -- First every read and check, then every write.
 local recs = read_all('hash', 'HMGET', JOBS, ids)
 local buckets, border = {}, {}
@@ -75,9 +78,11 @@ if redis.call('HEXISTS', CSEG, seg) == 1 then
 else
   redis.call('HSET', CSEG, seg, int(window) .. '|' .. int(#gone) .. '|' .. int(bytes))
   redis.call('ZADD', CWIN, window, seg)
+  redis.call('HINCRBY', META, 'cjobs', #gone)
 end
 if not cold then
-  redis.call('HSET', META, 'cold', '1')
+  -- The first move, too small to grow the index (cold_resize wrote the size if it did).
+  redis.call('HSET', META, 'cold', 'n1')
 end
 count('n_cold_out', #gone)
 return { 1, #gone }

@@ -10,6 +10,7 @@ local _, cold = meta('cold')
 if not cold then
   return {}
 end
+cold_size(cold)
 local seg = read('hash', 'HGET', cold_key(ARGV[1]), ARGV[1])
 if not seg then
   return {}

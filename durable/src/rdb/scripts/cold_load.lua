@@ -12,7 +12,7 @@
 --
 -- Only an id whose index entry names `seg` is loaded (C2): one cancelled, rescheduled
 -- or loaded already is skipped, so a load repeated after a crash adds nothing twice.
-local now, token, expires, armed = meta('token', 'expires', 'armed')
+local now, token, expires, armed, cold = meta('token', 'expires', 'armed', 'cold')
 if token ~= ARGV[1] or (tonumber(expires) or 0) <= now then
   return { 0 }
 end
@@ -20,6 +20,9 @@ local seg = ARGV[2]
 if #ARGV % 2 ~= 0 then
   error({ err = 'ERR bad arguments: ' .. #ARGV .. ' (id, record pairs after two)' })
 end
+-- The index first shrinks to the size its entries will need (lib/cold.lua).
+cold_size(cold)
+cold_resize(cold, cold_jobs() - (#ARGV - 2) / 2)
 -- First every read and check, then every write.
 local mine, keys, recs = {}, {}, {}
 for i = 3, #ARGV, 2 do

@@ -16,7 +16,7 @@
 -- stay taken for ever) or the wheel holds a live job of that id (the wheel's is kept).
 -- Entries naming a segment that is known are the leader's to load: a window left half
 -- loaded is finished by the next load pass (cold_load.lua skips what it loaded).
-local now, token, expires = meta('token', 'expires')
+local now, token, expires, cold = meta('token', 'expires', 'cold')
 if ARGV[1] ~= '-' and (token ~= ARGV[1] or (tonumber(expires) or 0) <= now) then
   return { 0 }
 end
@@ -48,6 +48,7 @@ if #ARGV == 1 then
   end
   return { 1, placed, removed }
 end
+cold_size(cold)
 local ids, segs, keys = {}, {}, {}
 for i = 2, #ARGV, 2 do
   local key = cold_key(ARGV[i])

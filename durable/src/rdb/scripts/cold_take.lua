@@ -5,10 +5,12 @@
 -- ARGV     token, horizon (ms), window (ms), limit (at most MAX_BATCH), deployment (a
 --          fresh id, kept as meta's `cdep` if the queue has none yet)
 -- Returns  { 0 } if `token` is not the current leadership's or its lease has ended;
---          else { 1, now, cdep, w_1, n_1, id, record, ... (n_1 pairs), w_2, n_2, ... }: at most
---          `limit` jobs (a few more when an SSCAN page holds more than asked) whose
---          window (due time rounded down to `window`) starts at or after now +
---          horizon, grouped by window (start ms).
+--          else { 1, now, cdep, done, w_1, n_1, id, record, ... (n_1 pairs), w_2, n_2,
+--          ... }: the far jobs (window, the due time rounded down to `window`, starting at
+--          or after now + horizon) among about `limit` ids read from the wheel (a few
+--          more when an SSCAN page holds more than asked), grouped by window (start ms);
+--          `done` is 1 when this call finished a walk over every bucket that can hold
+--          far jobs, 0 when there is more to read (the next call goes on from here).
 --
 -- `cdep` names this queue's deployment (this Redis) in every object path, so that
 -- deployments sharing a store never read, overwrite or sweep each other's segments; it
@@ -20,11 +22,15 @@
 --
 -- Where far jobs are (I2): a job goes into the coarsest bucket that starts after the
 -- wheel's horizon, which may start long before the job is due (a level-3 bucket spans
--- 74.5 h). So a bucket that starts at or after now + horizon + window holds far jobs
--- only (all of them are taken, SRANDMEMBER); one that starts before that but ends after
--- it may hold both, and is read with SSCAN from the cursor meta's `cscan` kept
--- (`<member> <cursor>`), so that successive calls go through it once rather than
--- sample the same near jobs again.
+-- 74.5 h). So every bucket that ends after now + horizon + window may hold far jobs.
+-- Successive calls walk those buckets once, in order of start (then level), each with
+-- SSCAN from the cursor meta's `cscan` keeps (`<member> <cursor>`): a call reads about
+-- `limit` ids, so that it holds Redis briefly (a call of `limit` ids is one of many, not
+-- one of 10,000), and no call samples jobs an earlier one read (a bucket that held
+-- only near jobs would otherwise be read again and again). A member gone from `due`
+-- (its bucket emptied by the moves) is followed by the next in that order. SSCAN
+-- returns every id the bucket holds from the walk's start to its end at least once
+-- (the leader drops repeats); an id added behind the cursor is read by the next walk.
 local now, token, expires, cscan, cdep = meta('token', 'expires', 'cscan', 'cdep')
 if token ~= ARGV[1] or (tonumber(expires) or 0) <= now then
   return { 0 }
@@ -55,44 +61,68 @@ local function take(ids)
       local w = j.due - j.due % width
       if w >= now + horizon then
         group(groups, order, w, { ids[x], recs[x] })
-        budget = budget - 1
       end
     end
   end
 end
-local mixed = {}
+-- The buckets that may hold far jobs, in order of (start, level).
+local walk = {}
 for _, member in ipairs(members) do
+  if string.sub(member, 1, 1) == M_BUCKET then
+    local level, start = string.match(member, '^.(%d):(%d+)$')
+    level, start = tonumber(level), tonumber(start)
+    if start and start + W0 * SPAN ^ level > from then
+      walk[#walk + 1] = { start, level, member }
+    end
+  end
+end
+local function before(a, b)
+  return a[1] < b[1] or (a[1] == b[1] and a[2] < b[2])
+end
+table.sort(walk, before)
+-- Where the last call left the walk: that bucket and cursor, or the first bucket after it.
+local at, cursor = 1, '0'
+local was, was_cursor = string.match(cscan or '', '^(%S+) (%d+)$')
+local was_level, was_start = string.match(was or '', '^.(%d):(%d+)$')
+if was_start then
+  local mark = { tonumber(was_start), tonumber(was_level) }
+  at = #walk + 1
+  for x, b in ipairs(walk) do
+    if b[3] == was then
+      at, cursor = x, was_cursor
+      break
+    elseif before(mark, b) then
+      at = x
+      break
+    end
+  end
+end
+local done = 0
+while true do
+  if at > #walk then
+    done = 1
+    break
+  end
   if budget <= 0 then
     break
   end
-  if string.sub(member, 1, 1) == M_BUCKET then
-    local level, start = string.match(member, '^.(%d):(%d+)$')
-    start = tonumber(start)
-    if start and start >= from then
-      take(read('set', 'SRANDMEMBER', bucket_key(member), budget))
-    elseif start and start + W0 * SPAN ^ tonumber(level) > from then
-      mixed[#mixed + 1] = member
-    end
-  end
-end
--- One mixed bucket per call, from where the last call left it.
-local scanned = nil
-if budget > 0 and #mixed > 0 then
-  local member, cursor = mixed[1], '0'
-  local was, at = string.match(cscan or '', '^(%S+) (%d+)$')
-  for _, m in ipairs(mixed) do
-    if m == was then
-      member, cursor = was, at
-    end
-  end
-  local r = read('set', 'SSCAN', bucket_key(member), cursor, 'COUNT', budget)
+  local r = read('set', 'SSCAN', bucket_key(walk[at][3]), cursor, 'COUNT', budget)
   take(r[2])
-  scanned = member .. ' ' .. r[1]
+  -- Every page counts, an empty one too: a call reads a bounded number of pages.
+  budget = budget - math.max(#r[2], 1)
+  cursor = r[1]
+  if cursor == '0' then
+    at = at + 1
+  end
 end
-if scanned then
-  redis.call('HSET', META, 'cscan', scanned)
+if done == 1 then
+  if cscan then
+    redis.call('HDEL', META, 'cscan')
+  end
+else
+  redis.call('HSET', META, 'cscan', walk[at][3] .. ' ' .. cursor)
 end
-local out = { 1, now, cdep }
+local out = { 1, now, cdep, done }
 for _, w in ipairs(order) do
   local list = groups[w]
   out[#out + 1] = w

@@ -10,9 +10,10 @@
 --
 -- Keeps I1-I5 and C1: the job is inserted as schedule.lua would, keeping its attempts
 -- and payload; its index entry goes.
-local now, armed = meta('armed')
+local now, armed, cold = meta('armed', 'cold')
 local id, seg = ARGV[1], ARGV[2]
 local due = arg_when(4)
+cold_size(cold)
 local key = cold_key(id)
 if read('hash', 'HGET', key, id) ~= seg then
   return { now, 0 }

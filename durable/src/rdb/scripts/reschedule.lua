@@ -12,6 +12,9 @@
 -- Keeps I1-I5: the job leaves its place (a ready one leaves a stale entry, counted in
 -- skip) and is inserted as schedule.lua would, keeping its attempts and payload.
 local now, armed, cold = meta('armed', 'cold')
+if cold then
+  cold_size(cold)
+end
 local id = ARGV[1]
 local due = arg_when(2)
 -- First every read and check (the job's place, the keys its new place needs), then

@@ -23,6 +23,9 @@
 -- id whose record is a tombstone is reused, and its skip count carried over (I5). An id
 -- in the cold index is a job too (C1), once the queue has had a cold tier.
 local now, armed, cold = meta('armed', 'cold')
+if cold then
+  cold_size(cold)
+end
 local n = arg_int(1, 'n', 1)
 local token, window
 if #ARGV == 3 + 4 * n then
