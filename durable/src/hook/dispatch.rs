@@ -6,6 +6,11 @@
 //! claimed for a slot), its limiter the requests per second, its client's timeout each
 //! request. The lease of a claim covers the timeout and the wait for the limiter, so a
 //! slow target never loses a delivery to its lease while the request still runs.
+//!
+//! A delivered job's ack joins the queue's next ack call ([`send_acks`]), which leaves as
+//! soon as the one before it has answered: one Redis call per round trip, not per job,
+//! as a [`Worker`]'s acks ride its claims. An ack lost there (a stop, a crash, Redis
+//! down) leaves the job to be delivered again at its lease end: at least once.
 
 use super::guard::{Guard, Resolver};
 use super::metrics::{HookMetrics, Outcome};
@@ -15,12 +20,14 @@ use crate::queue::Queue;
 use crate::worker::job::Job;
 use crate::worker::{Worker, WorkerOptions};
 use percent_encoding::{utf8_percent_encode, AsciiSet, CONTROLS};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
 /// The most jobs one claim takes.
 const MAX_CLAIM: usize = 100;
+/// The most acks one call sends (a call stays short; more wait for the next).
+const MAX_ACKS: usize = 500;
 /// The most bytes of a failed answer's body kept in the job's error.
 const EXCERPT_BYTES: usize = 200;
 /// What a header's value percent-encodes: controls, space, `%`; non-ASCII always.
@@ -80,8 +87,40 @@ impl Live {
     }
 }
 
-/// Claims `queue`'s due jobs and delivers them to `live`'s target, for ever.
-pub(crate) async fn run(queue: Queue, live: Arc<Live>, metrics: HookMetrics) {
+/// A queue's acks on their way to Redis ([`send_acks`]).
+#[derive(Default)]
+pub(crate) struct Acks {
+    pending: Mutex<Vec<(String, u64)>>,
+    ready: Notify,
+}
+
+impl Acks {
+    fn push(&self, id: &str, delivery: u64) {
+        let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+        pending.push((id.to_owned(), delivery));
+        self.ready.notify_one();
+    }
+}
+
+/// Sends `queue`'s acks as they come, every ack that came during a call in the next
+/// one, for ever.
+pub(crate) async fn send_acks(queue: Queue, acks: Arc<Acks>) {
+    let worker = queue.worker(WorkerOptions::default());
+    loop {
+        acks.ready.notified().await;
+        let batch =
+            std::mem::take(&mut *acks.pending.lock().unwrap_or_else(PoisonError::into_inner));
+        for chunk in batch.chunks(MAX_ACKS) {
+            if let Err(err) = worker.claim_and_ack(chunk, 0).await {
+                queue.report("webhooks", &err).await;
+            }
+        }
+    }
+}
+
+/// Claims `queue`'s due jobs and delivers them to `live`'s target, for ever; acks go
+/// through `acks`.
+pub(crate) async fn run(queue: Queue, live: Arc<Live>, metrics: HookMetrics, acks: Arc<Acks>) {
     let options = WorkerOptions {
         lease: live.lease(),
         concurrency: live.target.concurrency,
@@ -120,6 +159,7 @@ pub(crate) async fn run(queue: Queue, live: Arc<Live>, metrics: HookMetrics) {
                 worker: worker.clone(),
                 live: live.clone(),
                 metrics: metrics.clone(),
+                acks: acks.clone(),
             };
             tokio::spawn(delivery.deliver(job, permit));
         }
@@ -131,6 +171,7 @@ struct Delivery {
     worker: Arc<Worker>,
     live: Arc<Live>,
     metrics: HookMetrics,
+    acks: Arc<Acks>,
 }
 
 impl Delivery {
@@ -145,7 +186,10 @@ impl Delivery {
         self.metrics
             .record(queue, name, attempt, (outcome, status), took, &error);
         let done = match outcome {
-            Outcome::Delivered => self.worker.ack(&job).await.map(drop),
+            Outcome::Delivered => {
+                self.acks.push(job.id(), job.delivery());
+                Ok(())
+            }
             Outcome::Gone => self
                 .worker
                 .fail_delivery(job.id(), job.delivery(), Duration::ZERO, true, &error)

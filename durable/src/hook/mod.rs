@@ -223,11 +223,17 @@ impl Webhooks {
                     target,
                     &live.target.url.origin().ascii_serialization(),
                 );
+                let acks = Arc::new(dispatch::Acks::default());
+                tasks.push(tokio::spawn(dispatch::send_acks(
+                    queue.clone(),
+                    acks.clone(),
+                )));
                 for _ in 0..CLAIM_LOOPS.min(live.target.concurrency) {
                     tasks.push(tokio::spawn(dispatch::run(
                         queue.clone(),
                         live.clone(),
                         metrics.clone(),
+                        acks.clone(),
                     )));
                 }
             }
