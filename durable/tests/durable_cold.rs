@@ -1074,12 +1074,7 @@ async fn the_cold_index_grows_and_shrinks_with_its_jobs_and_finds_each_at_every_
     assert_eq!(hget(&server, &meta, "cjobs").await, "3000");
     let size: u64 = hget(&server, &meta, "cold").await[1..].parse().unwrap();
     assert!((125..=160).contains(&size), "index size {size}");
-    let mut admin = server.admin().await;
-    let keys: Vec<String> = redis::cmd("KEYS")
-        .arg(format!("tickless:{{{}}}:ci:*", queue.name()))
-        .query_async(&mut admin)
-        .await
-        .unwrap();
+    let keys = index_keys(&server, &queue).await;
     assert!(keys.len() as u64 <= size && keys.len() as u64 > size / 2);
     assert_eq!(index_entries(&server, &queue).await, 3000);
     for i in (0..3000).step_by(7) {

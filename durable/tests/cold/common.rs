@@ -213,14 +213,20 @@ pub async fn hget(server: &RedisServer, key: &str, field: &str) -> String {
         .unwrap_or_else(|err| panic!("HGET {key} {field}: {err}"))
 }
 
-/// The keys of the queue's cold index, and how many entries they hold.
-pub async fn index_entries(server: &RedisServer, queue: &Queue) -> u64 {
+/// The keys of the queue's cold index.
+pub async fn index_keys(server: &RedisServer, queue: &Queue) -> Vec<String> {
     let mut admin = server.admin().await;
-    let keys: Vec<String> = redis::cmd("KEYS")
+    redis::cmd("KEYS")
         .arg(format!("tickless:{{{}}}:ci:*", queue.name()))
         .query_async(&mut admin)
         .await
-        .unwrap();
+        .unwrap()
+}
+
+/// How many entries the queue's cold index holds.
+pub async fn index_entries(server: &RedisServer, queue: &Queue) -> u64 {
+    let mut admin = server.admin().await;
+    let keys = index_keys(server, queue).await;
     let mut n = 0;
     for key in keys {
         let len: u64 = redis::cmd("HLEN")
