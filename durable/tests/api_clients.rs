@@ -371,7 +371,8 @@ fn schemathesis_finds_no_server_error_and_every_answer_fits_the_document() {
 }
 
 /// `serve --tls-cert --tls-key`: a client that trusts the CA schedules and looks up over
-/// HTTPS; plain HTTP to the same port gets no answer.
+/// HTTPS; plain HTTP to the same port gets no answer; SIGTERM closes an idle keep-alive
+/// connection at once, and serve exits 0.
 #[test]
 fn serve_terminates_tls_with_the_certificate_given() {
     let server = support::RedisServer::start();
@@ -433,6 +434,17 @@ try:
     raise SystemExit("plain HTTP answered on the TLS port")
 except (urllib.error.URLError, http.client.HTTPException, OSError) as err:
     assert "plain HTTP" not in str(err), err
+# SIGTERM with a keep-alive connection open and idle: serve closes it and exits.
+import signal, time
+host = base.removeprefix("https://")
+conn = http.client.HTTPSConnection(host, timeout=10, context=ctx)
+conn.request("GET", "/v1/openapi.json")
+assert conn.getresponse().read()
+os.kill(int(os.environ["PID"]), signal.SIGTERM)
+try:
+    assert conn.sock.recv(1) == b"", "data after the answer"
+except (ssl.SSLError, ConnectionError):
+    pass
 print("tls client: ok")
 "#;
     let ended = support::run_to_end(
@@ -441,13 +453,28 @@ print("tls client: ok")
             .env("API", &served.base)
             .env("TOKEN", TOKEN)
             .env("QUEUE", &queue)
-            .env("CA", &cert),
+            .env("CA", &cert)
+            .env("PID", served.child.id().to_string()),
         Duration::from_secs(60),
         "python3 over TLS",
     );
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(ended.code, Some(0), "{}\n{}", ended.stdout, ended.stderr);
     assert!(ended.stdout.contains("tls client: ok"), "{}", ended.stdout);
+    // Its grace is 25 s: an open connection left waiting would take that long.
+    let mut served = served;
+    let limit = std::time::Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = served.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            std::time::Instant::now() < limit,
+            "waited 10 s for serve to exit after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert!(status.success(), "serve after SIGTERM: {status:?}");
 }
 
 /// `serve` killed with SIGKILL while clients schedule, then started again: every job it

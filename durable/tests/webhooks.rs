@@ -633,6 +633,77 @@ async fn serve_killed_mid_dispatch_loses_no_job_and_repeats_carry_the_same_id() 
     }
 }
 
+/// `serve` stopped by SIGTERM (a deploy) while requests are in flight: it claims nothing
+/// more, lets those requests end and acks them, steps down as leader, and exits 0; the
+/// next `serve` delivers the rest. Unlike a kill, no job is posted twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_stopped_by_sigterm_acks_its_requests_in_flight_and_steps_down() {
+    let server = support::RedisServer::start();
+    let name = unique("hookterm");
+    let queue = queue(&server.url(), &name, 5).await;
+    let (text, key) = secret(9);
+    let receiver = Receiver::start(vec![key], true).await;
+    for i in 0..5 {
+        queue
+            .schedule(&format!("k{i}"), b"{}", Duration::ZERO)
+            .await
+            .unwrap();
+    }
+    let config = format!(
+        "target recv {} secret={text} concurrency=2\nqueue {name} recv\nallow-host 127.0.0.1\nallow-scheme http\nallow-net 127.0.0.1/32\n",
+        receiver.url
+    );
+    let mut served = serve(&server.url(), &[&name], &config);
+    let held = receiver.wait_for(2, "two requests in flight").await;
+    assert!(queue.stats().await.unwrap().leader.is_some(), "serve leads");
+    let pid = served.child.id().to_string();
+    let sent = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    assert!(sent.success(), "kill -TERM {pid}");
+    // Claims have ended once serve says it is stopping: only then are the requests let go.
+    let limit = std::time::Instant::now() + Duration::from_secs(10);
+    while !std::fs::read_to_string(&served.stderr)
+        .unwrap()
+        .contains("stopping on SIGTERM")
+    {
+        assert!(
+            std::time::Instant::now() < limit,
+            "waited 10 s for serve to say it is stopping ({:?}); stderr: {}",
+            served.child.try_wait(),
+            std::fs::read_to_string(&served.stderr).unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    receiver.hold.clone().unwrap().add_permits(1000);
+    let limit = std::time::Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = served.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            std::time::Instant::now() < limit,
+            "waited 20 s for serve to exit after SIGTERM"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    let said = std::fs::read_to_string(&served.stderr).unwrap();
+    assert!(status.success(), "{status:?}; stderr: {said}");
+    for first in &held {
+        let state = queue.job(&first.job_id).await.unwrap().map(|i| i.state);
+        assert_eq!(state, None, "{} acked before serve exited", first.job_id);
+    }
+    let stats = queue.stats().await.unwrap();
+    assert_eq!(stats.leader, None, "the leader stepped down");
+    assert_eq!(stats.in_flight, 0, "nothing left claimed");
+    assert_eq!(receiver.received().len(), 2, "no claim after the signal");
+    let _served = serve(&server.url(), &[&name], &config);
+    for i in 0..5 {
+        wait_state(&queue, &format!("k{i}"), "every job acked", |s| s.is_none()).await;
+    }
+    let mut ids: Vec<String> = receiver.received().into_iter().map(|r| r.job_id).collect();
+    ids.sort();
+    assert_eq!(ids, ["k0", "k1", "k2", "k3", "k4"], "each job posted once");
+}
+
 /// A target's `rate` holds: past the limiter's burst (one second's worth), requests are
 /// spaced at 1/rate.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,6 +6,7 @@
 
 use crate::Queue;
 use std::fmt::Write;
+#[cfg(feature = "api")]
 use std::time::Duration;
 
 /// A label value with `\`, `"` and newlines escaped, as the format asks. (The API's and
@@ -18,10 +19,12 @@ pub(crate) fn label(value: &str) -> String {
 }
 
 /// How many bounds a [`Latency`] histogram has (its buckets are one more: the rest).
+#[cfg(feature = "api")]
 pub(crate) const LATENCY_BOUNDS: usize = 10;
 
 /// A latency histogram that a process keeps of its own work (the API's requests, the
 /// webhook dispatchers' posts), unlike the queues' figures, read from Redis.
+#[cfg(feature = "api")]
 #[derive(Default)]
 pub(crate) struct Latency {
     /// Observations at or under each bound (not cumulative), then the rest.
@@ -29,6 +32,7 @@ pub(crate) struct Latency {
     sum: Duration,
 }
 
+#[cfg(feature = "api")]
 impl Latency {
     /// Counts one observation against `bounds` (seconds, ascending).
     pub(crate) fn observe(&mut self, bounds: &[f64; LATENCY_BOUNDS], took: Duration) {

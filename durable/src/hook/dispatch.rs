@@ -9,8 +9,14 @@
 //!
 //! A delivered job's ack joins the queue's next ack call ([`send_acks`]), which leaves as
 //! soon as the one before it has answered: one Redis call per round trip, not per job,
-//! as a [`Worker`]'s acks ride its claims. An ack lost there (a stop, a crash, Redis
-//! down) leaves the job to be delivered again at its lease end: at least once.
+//! as a [`Worker`]'s acks ride its claims. An ack lost there (a crash, Redis down, a
+//! stop past its grace) leaves the job to be delivered again at its lease end: at least
+//! once.
+//!
+//! A stop ([`Dispatchers::stop`](super::Dispatchers::stop)) moves a [`Stage`] along: at
+//! `Stopping` the claim loops end at their next wait for a permit and the ack senders
+//! at their first empty batch; at `Aborted` the deliveries still in flight drop their
+//! requests.
 
 use super::guard::{Guard, Resolver};
 use super::metrics::{HookMetrics, Outcome};
@@ -20,9 +26,10 @@ use crate::queue::Queue;
 use crate::worker::job::Job;
 use crate::worker::{Worker, WorkerOptions};
 use percent_encoding::{utf8_percent_encode, AsciiSet, CONTROLS};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{watch, Notify, OwnedSemaphorePermit, Semaphore};
 
 /// The most jobs one claim takes.
 const MAX_CLAIM: usize = 100;
@@ -39,7 +46,9 @@ pub(crate) struct Live {
     guard: Arc<Guard>,
     client: reqwest::Client,
     limiter: Option<governor::DefaultDirectRateLimiter>,
-    permits: Arc<Semaphore>,
+    /// One per request in flight: a delivery holds its permit to its end (ack pushed or
+    /// fail sent), so all of them back means no delivery is left.
+    pub(crate) permits: Arc<Semaphore>,
 }
 
 impl Live {
@@ -87,11 +96,23 @@ impl Live {
     }
 }
 
+/// Where a stop has got to, in the order it goes ([`watch`]ed by every task).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+pub(crate) enum Stage {
+    Running,
+    /// No more claims; deliveries in flight go on, and their acks are sent.
+    Stopping,
+    /// Deliveries still in flight drop their requests (their jobs are delivered again at
+    /// their lease end).
+    Aborted,
+}
+
 /// A queue's acks on their way to Redis ([`send_acks`]).
 #[derive(Default)]
 pub(crate) struct Acks {
     pending: Mutex<Vec<(String, u64)>>,
     ready: Notify,
+    closed: AtomicBool,
 }
 
 impl Acks {
@@ -100,16 +121,30 @@ impl Acks {
         pending.push((id.to_owned(), delivery));
         self.ready.notify_one();
     }
+
+    /// [`send_acks`] ends once it has sent every ack pushed before this.
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        self.ready.notify_one();
+    }
 }
 
 /// Sends `queue`'s acks as they come, every ack that came during a call in the next
-/// one, for ever.
+/// one, until [`Acks::close`] and then the last of them.
 pub(crate) async fn send_acks(queue: Queue, acks: Arc<Acks>) {
     let worker = queue.worker(WorkerOptions::default());
     loop {
-        acks.ready.notified().await;
         let batch =
             std::mem::take(&mut *acks.pending.lock().unwrap_or_else(PoisonError::into_inner));
+        if batch.is_empty() {
+            // `close` stores before it notifies, and a notification waits for the next
+            // `notified` when none is waiting: a close never goes unseen.
+            if acks.closed.load(Ordering::Acquire) {
+                return;
+            }
+            acks.ready.notified().await;
+            continue;
+        }
         for chunk in batch.chunks(MAX_ACKS) {
             if let Err(err) = worker.claim_and_ack(chunk, 0).await {
                 queue.report("webhooks", &err).await;
@@ -118,9 +153,16 @@ pub(crate) async fn send_acks(queue: Queue, acks: Arc<Acks>) {
     }
 }
 
-/// Claims `queue`'s due jobs and delivers them to `live`'s target, for ever; acks go
+/// Claims `queue`'s due jobs and delivers them to `live`'s target until `stage` leaves
+/// [`Stage::Running`] (a claim under way ends first, and its jobs are delivered); acks go
 /// through `acks`.
-pub(crate) async fn run(queue: Queue, live: Arc<Live>, metrics: HookMetrics, acks: Arc<Acks>) {
+pub(crate) async fn run(
+    queue: Queue,
+    live: Arc<Live>,
+    metrics: HookMetrics,
+    acks: Arc<Acks>,
+    mut stage: watch::Receiver<Stage>,
+) {
     let options = WorkerOptions {
         lease: live.lease(),
         concurrency: live.target.concurrency,
@@ -134,7 +176,12 @@ pub(crate) async fn run(queue: Queue, live: Arc<Live>, metrics: HookMetrics, ack
         // every other free one (not waiting), and claims as many jobs; the permits left
         // over go back. Other claim loops of the target wait meanwhile, and take the
         // permits as deliveries end.
-        let Ok(first) = live.permits.clone().acquire_owned().await else {
+        let first = tokio::select! {
+            biased;
+            _ = stage.wait_for(|s| *s != Stage::Running) => return,
+            permit = live.permits.clone().acquire_owned() => permit,
+        };
+        let Ok(first) = first else {
             return;
         };
         let mut permits = vec![first];
@@ -161,7 +208,14 @@ pub(crate) async fn run(queue: Queue, live: Arc<Live>, metrics: HookMetrics, ack
                 metrics: metrics.clone(),
                 acks: acks.clone(),
             };
-            tokio::spawn(delivery.deliver(job, permit));
+            let mut stage = stage.clone();
+            tokio::spawn(async move {
+                tokio::select! {
+                    biased;
+                    _ = stage.wait_for(|s| *s == Stage::Aborted) => {}
+                    () = delivery.deliver(job, permit) => {}
+                }
+            });
         }
     }
 }

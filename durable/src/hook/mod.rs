@@ -79,10 +79,13 @@ use crate::queue::Queue;
 use crate::worker::backoff::Backoff;
 use guard::{Guard, Net};
 use std::fmt;
+use std::future::Future;
 use std::num::NonZeroU32;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
 /// Claim loops per routed queue (at most the target's concurrency). A loop claims as
 /// many jobs as its target has free permits, one Redis round trip a claim, and permits
@@ -211,7 +214,14 @@ impl Webhooks {
                 tls.clone(),
             )?));
         }
-        let mut tasks = Vec::new();
+        let (stage, _) = watch::channel(dispatch::Stage::Running);
+        let mut dispatchers = Dispatchers {
+            claimers: Vec::new(),
+            senders: Vec::new(),
+            lives: lives.clone(),
+            stage,
+            metrics: metrics.clone(),
+        };
         for queue in queues {
             for (name, target) in &self.routes {
                 if name != queue.name() {
@@ -224,29 +234,35 @@ impl Webhooks {
                     &live.target.url.origin().ascii_serialization(),
                 );
                 let acks = Arc::new(dispatch::Acks::default());
-                tasks.push(tokio::spawn(dispatch::send_acks(
-                    queue.clone(),
-                    acks.clone(),
-                )));
+                let sender = tokio::spawn(dispatch::send_acks(queue.clone(), acks.clone()));
+                dispatchers.senders.push((acks.clone(), sender));
                 for _ in 0..CLAIM_LOOPS.min(live.target.concurrency) {
-                    tasks.push(tokio::spawn(dispatch::run(
+                    dispatchers.claimers.push(tokio::spawn(dispatch::run(
                         queue.clone(),
                         live.clone(),
                         metrics.clone(),
                         acks.clone(),
+                        dispatchers.stage.subscribe(),
                     )));
                 }
             }
         }
-        Ok(Dispatchers { tasks, metrics })
+        Ok(dispatchers)
     }
 }
 
-/// Running dispatchers ([`Webhooks::spawn`]); dropping this stops them (requests in
-/// flight are dropped, and their jobs delivered again at their lease end).
-#[derive(Debug)]
+/// How long a stop waits for the last acks once its deliveries are done or its grace is
+/// over: an ack sent is a delivery not repeated.
+const ACK_FLUSH: Duration = Duration::from_secs(5);
+
+/// Running dispatchers ([`Webhooks::spawn`]). [`stop`](Dispatchers::stop) ends them
+/// cleanly; dropping this ends them at once (requests in flight are dropped, and their
+/// jobs delivered again at their lease end).
 pub struct Dispatchers {
-    tasks: Vec<tokio::task::JoinHandle<()>>,
+    claimers: Vec<JoinHandle<()>>,
+    senders: Vec<(Arc<dispatch::Acks>, JoinHandle<()>)>,
+    lives: Vec<Arc<dispatch::Live>>,
+    stage: watch::Sender<dispatch::Stage>,
     metrics: HookMetrics,
 }
 
@@ -255,11 +271,57 @@ impl Dispatchers {
     pub fn metrics(&self) -> HookMetrics {
         self.metrics.clone()
     }
+
+    /// Stops as a deploy wants: no job is claimed from this call on (a claim under way
+    /// ends first, and its jobs are delivered); the deliveries in flight have `grace` to
+    /// end, and every ack of those that did is sent (up to 5 s more); what is left then
+    /// is dropped, as by a drop. The future returns how many deliveries were still in
+    /// flight at the grace's end (0: none), each to be delivered again at its lease end.
+    /// A stop that returns 0 delivers nothing twice.
+    pub fn stop(mut self, grace: Duration) -> impl Future<Output = usize> + Send {
+        let deadline = tokio::time::Instant::now() + grace;
+        self.stage.send_replace(dispatch::Stage::Stopping);
+        async move {
+            for claimer in &mut self.claimers {
+                let _ = tokio::time::timeout_at(deadline, claimer).await;
+            }
+            let mut left = 0;
+            for live in &self.lives {
+                let all = live.target.concurrency as u32;
+                let done = tokio::time::timeout_at(deadline, live.permits.acquire_many(all)).await;
+                if !matches!(done, Ok(Ok(_))) {
+                    left += live.target.concurrency - live.permits.available_permits();
+                }
+            }
+            let flush = tokio::time::Instant::now().max(deadline) + ACK_FLUSH;
+            for (acks, sender) in &mut self.senders {
+                acks.close();
+                let _ = tokio::time::timeout_at(flush, sender).await;
+            }
+            left
+        }
+    }
+}
+
+impl fmt::Debug for Dispatchers {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Dispatchers")
+            .field("claim_loops", &self.claimers.len())
+            .field("queues", &self.senders.len())
+            .field("targets", &self.lives.len())
+            .field("stage", &*self.stage.borrow())
+            .finish()
+    }
 }
 
 impl Drop for Dispatchers {
     fn drop(&mut self) {
-        for task in &self.tasks {
+        self.stage.send_replace(dispatch::Stage::Aborted);
+        for task in self
+            .claimers
+            .iter()
+            .chain(self.senders.iter().map(|(_, t)| t))
+        {
             task.abort();
         }
     }

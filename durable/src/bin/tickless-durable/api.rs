@@ -144,16 +144,25 @@ pub(crate) fn tls(args: &Serve) -> Result<Option<tokio_rustls::TlsAcceptor>, Str
 }
 
 /// Serves `app` over TLS: each connection's handshake and HTTP/1.1 in a task of its own,
-/// so a slow or failed handshake holds up no one else.
+/// so a slow or failed handshake holds up no one else. At `stop`, no new connection is
+/// taken, and each open one ends after its request in flight.
 pub(crate) async fn serve_tls(
     listener: tokio::net::TcpListener,
     app: axum::Router,
     acceptor: tokio_rustls::TlsAcceptor,
+    stop: tokio::sync::watch::Receiver<Option<&'static str>>,
 ) -> Result<(), String> {
     use hyper_util::rt::TokioIo;
     use hyper_util::service::TowerToHyperService;
+    let mut connections = tokio::task::JoinSet::new();
     loop {
-        let (tcp, _) = match listener.accept().await {
+        // Finished connections' results, dropped as they come.
+        while connections.try_join_next().is_some() {}
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = crate::stop::signalled(stop.clone()) => break,
+        };
+        let (tcp, _) = match accepted {
             Ok(accepted) => accepted,
             // Out of file descriptors, say: the next accept may succeed.
             Err(_) => {
@@ -161,17 +170,26 @@ pub(crate) async fn serve_tls(
                 continue;
             }
         };
-        let (acceptor, app) = (acceptor.clone(), app.clone());
-        tokio::spawn(async move {
+        let (acceptor, app, stop) = (acceptor.clone(), app.clone(), stop.clone());
+        connections.spawn(async move {
             let handshake =
                 tokio::time::timeout(std::time::Duration::from_secs(10), acceptor.accept(tcp));
             let Ok(Ok(tls)) = handshake.await else {
                 return;
             };
             let service = TowerToHyperService::new(app);
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(tls), service)
-                .await;
+            let connection = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(tls), service);
+            let mut connection = std::pin::pin!(connection);
+            tokio::select! {
+                _ = connection.as_mut() => {}
+                _ = crate::stop::signalled(stop) => {
+                    connection.as_mut().graceful_shutdown();
+                    let _ = connection.await;
+                }
+            }
         });
     }
+    while connections.join_next().await.is_some() {}
+    Ok(())
 }

@@ -199,6 +199,17 @@ pub(crate) struct Serve {
     /// dispatched by this process.
     #[arg(long, env = "TICKLESS_WEBHOOKS_FILE", value_name = "FILE")]
     pub(crate) webhooks_file: Option<std::path::PathBuf>,
+    /// On SIGTERM or Ctrl-C, the seconds that requests, webhook deliveries in flight and
+    /// leaders stepping down have to end before the process exits (what is left then
+    /// is dropped, as by a crash, and delivered again at its lease end). Under
+    /// Kubernetes' default 30 s before SIGKILL.
+    #[arg(
+        long,
+        env = "TICKLESS_SERVE_STOP_GRACE",
+        value_name = "SECS",
+        default_value_t = 25
+    )]
+    pub(crate) stop_grace: u64,
 }
 
 /// The command line with `env_url` (REDIS_URL) put where the command's URL goes when it

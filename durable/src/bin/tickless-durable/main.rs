@@ -25,6 +25,8 @@ mod api;
 mod args;
 #[cfg(feature = "webhooks")]
 mod hook;
+#[cfg(feature = "dashboard")]
+mod stop;
 
 use args::{options, with_env_url, Cli, Command, Redis, Serve};
 use clap::{CommandFactory, Parser};
@@ -357,6 +359,8 @@ async fn inspect(queue: &Queue) -> Result<(), Error> {
 #[cfg(feature = "dashboard")]
 async fn serve(args: Serve) -> Result<(), String> {
     use tickless_durable::dashboard::Dashboard;
+    // Before anything starts that a signal should stop cleanly.
+    let stop = stop::on_signal()?;
     let (dashboard, shown) = if args.queues.is_empty() && args::is_cluster(&args.redis.url) {
         return Err("on a cluster, name the queues to show (each node has its own keys)".into());
     } else if args.queues.is_empty() {
@@ -377,7 +381,7 @@ async fn serve(args: Serve) -> Result<(), String> {
         )
     };
     #[cfg(feature = "api")]
-    let (api, api_shown, _leaders) = api::router(&args).await?;
+    let (api, api_shown, leaders) = api::router(&args).await?;
     #[cfg(feature = "api")]
     let dashboard = api::show_tokens(dashboard, &api);
     #[cfg(feature = "api")]
@@ -432,11 +436,91 @@ async fn serve(args: Serve) -> Result<(), String> {
     if let Some((_, shown)) = &hooks {
         let _ = std::io::Write::write_fmt(&mut std::io::stdout(), format_args!("{shown}\n"));
     }
+    type Served = std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>>>>;
     #[cfg(feature = "api")]
-    if let Some(tls) = tls {
-        return api::serve_tls(listener, app, tls).await;
+    let mut http: Served = match tls {
+        Some(tls) => Box::pin(api::serve_tls(listener, app, tls, stop.clone())),
+        None => Box::pin(plain(listener, app, stop.clone())),
+    };
+    #[cfg(not(feature = "api"))]
+    let mut http: Served = Box::pin(plain(listener, app, stop.clone()));
+    // The server ends by itself only on an error: once it ends because of the signal
+    // (its graceful end), the signal is there to be seen first.
+    let signal = tokio::select! {
+        biased;
+        signal = stop::signalled(stop) => signal,
+        ended = &mut http => return ended,
+    };
+    // Stopping (module `stop`): the server, the leaders and the dispatchers side by side.
+    let grace = Duration::from_secs(args.stop_grace);
+    let deadline = tokio::time::Instant::now() + grace;
+    let served = async {
+        match tokio::time::timeout_at(deadline, http).await {
+            Ok(ended) => ended,
+            Err(_) => Err(format!("connections still open after {}s", grace.as_secs())),
+        }
+    };
+    #[cfg(feature = "api")]
+    let led = async {
+        // Every leader steps down at once, not one after another.
+        let mut stepping = tokio::task::JoinSet::new();
+        for leader in leaders {
+            stepping.spawn(tokio::time::timeout_at(deadline, leader.stop()));
+        }
+        let mut failed = Vec::new();
+        while let Some(stepped) = stepping.join_next().await {
+            if let Ok(Ok(Err(err))) = stepped {
+                failed.push(err.to_string());
+            }
+        }
+        failed
+    };
+    #[cfg(not(feature = "api"))]
+    let led = async { Vec::<String>::new() };
+    #[cfg(feature = "webhooks")]
+    let dispatched = {
+        // Claims end here, before the line below says so.
+        let stopping = hooks.map(|(dispatchers, _)| dispatchers.stop(grace));
+        async {
+            match stopping {
+                Some(stopping) => stopping.await,
+                None => 0,
+            }
+        }
+    };
+    #[cfg(not(feature = "webhooks"))]
+    let dispatched = async { 0 };
+    eprintln!("stopping on {signal}: {}s of grace", grace.as_secs());
+    let (served, failed, left) = tokio::join!(served, led, dispatched);
+    for err in failed {
+        eprintln!("a leader's last round failed: {err}");
     }
+    if left > 0 {
+        eprintln!(
+            "{left} webhook deliveries still in flight after {}s: delivered again at \
+             their lease end",
+            grace.as_secs()
+        );
+    }
+    if let Err(err) = served {
+        eprintln!("{err}");
+    }
+    eprintln!("stopped");
+    Ok(())
+}
+
+/// Serves `app` over plain HTTP until `stop`, then ends each connection after its
+/// request in flight.
+#[cfg(feature = "dashboard")]
+async fn plain(
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+    stop: tokio::sync::watch::Receiver<Option<&'static str>>,
+) -> Result<(), String> {
     axum::serve(listener, app)
+        .with_graceful_shutdown(async {
+            stop::signalled(stop).await;
+        })
         .await
         .map_err(|e| format!("the server stopped: {e}"))
 }
