@@ -74,7 +74,10 @@ fn main() -> ExitCode {
     };
     // Usage errors and --help exit here (2 and 0).
     let cli = Cli::parse_from(args);
-    let runtime = match runtime(&cli.command) {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(err) => {
             eprintln!("tickless-durable: cannot start a runtime: {err}");
@@ -92,21 +95,6 @@ fn main() -> ExitCode {
             ExitCode::from(NOT_FOUND)
         }
     }
-}
-
-/// `serve`'s runtime has a worker thread a core: its HTTP connections are served on
-/// all of them. Every other command makes a few Redis calls in turn, on one thread.
-fn runtime(command: &Command) -> std::io::Result<tokio::runtime::Runtime> {
-    #[cfg(feature = "dashboard")]
-    if matches!(command, Command::Serve(_)) {
-        return tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build();
-    }
-    let _ = command;
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
 }
 
 async fn connect(redis: &Redis, name: &str) -> Result<Queue, String> {
