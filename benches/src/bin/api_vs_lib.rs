@@ -28,6 +28,12 @@
 //! side's `serve`'s, wrk's (this program's waited-for children) and Redis's. The summary
 //! gives each side's median rate, the median of the rounds' ratios and the CPU ratio.
 //!
+//! `TICKLESS_DURABLE_BIN` may name several binaries, separated by commas (a before and
+//! an after): each gets a `serve` of its own on a queue of its own, run after the library
+//! in every round (their order flips each round), each row of the summary against the
+//! same library runs. `WORKLOADS=single` (or any of `single,batch,work`) runs those only.
+//! The load average is printed with each single run.
+//!
 //! Run: `cargo build --release -p tickless-durable --features api --bin tickless-durable
 //! && cargo run --release -p tickless-bench --features api --bin api_vs_lib`.
 
@@ -91,12 +97,8 @@ struct Serve {
 }
 
 impl Serve {
-    fn start(redis_url: &str, queue: &str, token: &str) -> Serve {
-        let bin = std::env::var("TICKLESS_DURABLE_BIN").unwrap_or_else(|_| {
-            let target = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into());
-            format!("{target}/release/tickless-durable")
-        });
-        let dir = std::env::temp_dir().join(format!("api_vs_lib.{}", std::process::id()));
+    fn start(bin: &str, redis_url: &str, queue: &str, token: &str) -> Serve {
+        let dir = std::env::temp_dir().join(format!("api_vs_lib.{}.{queue}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("a temporary directory");
         let tokens = dir.join("tokens");
         std::fs::write(
@@ -104,7 +106,7 @@ impl Serve {
             format!("bench schedule,work,read {queue} {token}\n"),
         )
         .expect("the token file");
-        let mut child = pinned(&bin, SERVE_CPU)
+        let mut child = pinned(bin, SERVE_CPU)
             .args(["serve", "--addr", "127.0.0.1:0", redis_url, queue, "--lead"])
             .env("TICKLESS_API_TOKENS_FILE", &tokens)
             .stdout(Stdio::piped())
@@ -314,11 +316,42 @@ fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
+/// The `serve` binaries to compare: `TICKLESS_DURABLE_BIN`, several separated by commas
+/// (each with a `serve` of its own, on a queue of its own, run in turn in every round,
+/// the first one first in odd rounds and last in even ones), by default
+/// `$CARGO_TARGET_DIR/release/tickless-durable`.
+fn binaries() -> Vec<String> {
+    match std::env::var("TICKLESS_DURABLE_BIN") {
+        Ok(list) if !list.is_empty() => list.split(',').map(str::to_string).collect(),
+        _ => {
+            let target = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into());
+            vec![format!("{target}/release/tickless-durable")]
+        }
+    }
+}
+
+/// One `serve` of the comparison, with what it measured.
+struct Side {
+    label: String,
+    serve: Serve,
+    api: Queue,
+    queue: String,
+    rates: [Vec<f64>; 3],
+    ratios: [Vec<f64>; 3],
+    cpu_ratios: [Vec<f64>; 3],
+    peaks: Vec<f64>,
+    after: Vec<f64>,
+    rss0: f64,
+}
+
 fn main() {
     let rounds = env("ROUNDS", 3);
     let s = env("S", 100_000);
     let b = env("B", 100);
     let w = env("W", 100_000);
+    // `WORKLOADS=single` (or `single,work`, ...) runs those only.
+    let workloads = std::env::var("WORKLOADS").unwrap_or_else(|_| "single,batch,work".into());
+    let runs = |name: &str| workloads.split(',').any(|w| w == name);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -333,217 +366,301 @@ fn main() {
         "",
     ]);
     let token = secret();
-    let serve = Serve::start(&server.url(), "api", &token);
+    let mut sides: Vec<Side> = binaries()
+        .into_iter()
+        .enumerate()
+        .map(|(i, bin)| {
+            let queue = if i == 0 {
+                "api".to_string()
+            } else {
+                format!("api{i}")
+            };
+            let serve = Serve::start(&bin, &server.url(), &queue, &token);
+            let api = runtime
+                .block_on(Queue::connect(&server.url(), &queue))
+                .expect("connect");
+            let rss0 = serve.rss().0;
+            let label = std::path::Path::new(&bin)
+                .file_name()
+                .map_or(bin.clone(), |f| f.to_string_lossy().into_owned());
+            Side {
+                label,
+                serve,
+                api,
+                queue,
+                rates: Default::default(),
+                ratios: Default::default(),
+                cpu_ratios: Default::default(),
+                peaks: Vec::new(),
+                after: Vec::new(),
+                rss0,
+            }
+        })
+        .collect();
     let lib = runtime
         .block_on(Queue::connect(&server.url(), "lib"))
-        .expect("connect");
-    let api = runtime
-        .block_on(Queue::connect(&server.url(), "api"))
         .expect("connect");
     println!("# The HTTP API against the library (issue 38)\n");
     println!(
         "redis-server (appendfsync everysec, no RDB saves) and `tickless-durable serve --lead` \
          started by this program; {BYTES}-byte payloads due in 48 h; {rounds} rounds, library \
-         then HTTP in each; wrk runs of {} s; {}.\n",
+         then HTTP in each; wrk runs of {} s; {}; workloads {workloads}; serve binaries: {}.\n",
         env("SECS", 5),
         if env("PIN", 0) == 1 {
             format!("serve pinned to CPU {SERVE_CPU}, wrk to CPU {WRK_CPU}")
         } else {
             "nothing pinned".to_string()
-        }
+        },
+        sides
+            .iter()
+            .map(|side| side.label.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
     );
-    let (rss0, _) = serve.rss();
-    println!("serve's VmRSS at start: {rss0:.1} MiB\n");
+    for side in &sides {
+        println!("{}'s VmRSS at start: {:.1} MiB", side.label, side.rss0);
+    }
+    println!("\nload average at start: {}\n", load_average());
     let names = ["single", "batch", "work"];
     let mut lib_rates: [Vec<f64>; 3] = Default::default();
-    let mut api_rates: [Vec<f64>; 3] = Default::default();
-    // Per round: the library's CPU per job over the HTTP side's (jobs per CPU second,
-    // HTTP over library), which other processes' load on the machine moves less.
-    let mut cpu_ratios: [Vec<f64>; 3] = Default::default();
     let client = redis::Client::open(server.url()).expect("a Redis client");
-    let mut peaks = Vec::new();
-    let mut after = Vec::new();
     let token_var = || ("TOKEN", token.clone());
     for round in 0..rounds {
         println!("## Round {}\n", round + 1);
+        // The sides in turn: the first first in odd rounds, last in even ones.
+        let mut order: Vec<usize> = (0..sides.len()).collect();
+        if round % 2 == 1 {
+            order.reverse();
+        }
 
-        // single
-        let cpu = Cpu::now(&runtime, &serve, &client);
-        let t = Instant::now();
-        runtime.block_on(singles(&lib, &format!("s{round}"), s));
-        let rate = s as f64 / t.elapsed().as_secs_f64();
-        let (lib_us, parts) =
-            cpu_per_job(cpu, Cpu::now(&runtime, &serve, &client), s as u64, false);
-        println!(
-            "library, schedule, {IN_FLIGHT} in flight: {s} jobs, {rate:.0} jobs/s; CPU µs a job: \
-             {lib_us:.1} ({parts})"
-        );
-        lib_rates[0].push(rate);
-        let before = runtime.block_on(api.stats()).expect("stats").scheduled;
-        let cpu = Cpu::now(&runtime, &serve, &client);
-        let run = wrk(
-            &serve,
-            "schedule.lua",
-            2,
-            CONNECTIONS,
-            &[
-                token_var(),
-                ("QUEUE", "api".into()),
-                ("PREFIX", format!("s{round}")),
-                ("BYTES", BYTES.to_string()),
-                ("DELAY_MS", DELAY.as_millis().to_string()),
-            ],
-        );
-        let added = runtime.block_on(api.stats()).expect("stats").scheduled - before;
-        let (api_us, parts) = cpu_per_job(cpu, Cpu::now(&runtime, &serve, &client), added, true);
-        println!(
-            "HTTP, POST jobs, {CONNECTIONS} connections: {:.0} requests/s, {added} jobs added \
-             ({:.0}/s), {} bad answers, serve's peak VmRSS {:.1} MiB; CPU µs a job: {api_us:.1} \
-             ({parts})\n",
-            run.requests_per_s,
-            added as f64 / run.secs,
-            run.bad,
-            run.peak_rss
-        );
-        api_rates[0].push(run.requests_per_s);
-        cpu_ratios[0].push(lib_us / api_us);
-        peaks.push(run.peak_rss);
+        if runs("single") {
+            let cpu = Cpu::now(&runtime, &sides[0].serve, &client);
+            let t = Instant::now();
+            runtime.block_on(singles(&lib, &format!("s{round}"), s));
+            let rate = s as f64 / t.elapsed().as_secs_f64();
+            let (lib_us, parts) = cpu_per_job(
+                cpu,
+                Cpu::now(&runtime, &sides[0].serve, &client),
+                s as u64,
+                false,
+            );
+            println!(
+                "library, schedule, {IN_FLIGHT} in flight: {s} jobs, {rate:.0} jobs/s; CPU µs a \
+                 job: {lib_us:.1} ({parts})"
+            );
+            lib_rates[0].push(rate);
+            for &i in &order {
+                let side = &mut sides[i];
+                let before = runtime.block_on(side.api.stats()).expect("stats").scheduled;
+                let cpu = Cpu::now(&runtime, &side.serve, &client);
+                let run = wrk(
+                    &side.serve,
+                    "schedule.lua",
+                    2,
+                    CONNECTIONS,
+                    &[
+                        token_var(),
+                        ("QUEUE", side.queue.clone()),
+                        ("PREFIX", format!("s{round}")),
+                        ("BYTES", BYTES.to_string()),
+                        ("DELAY_MS", DELAY.as_millis().to_string()),
+                    ],
+                );
+                let added = runtime.block_on(side.api.stats()).expect("stats").scheduled - before;
+                let (api_us, parts) =
+                    cpu_per_job(cpu, Cpu::now(&runtime, &side.serve, &client), added, true);
+                println!(
+                    "HTTP ({}), POST jobs, {CONNECTIONS} connections: {:.0} requests/s, {added} \
+                     jobs added ({:.0}/s), {} bad answers, serve's peak VmRSS {:.1} MiB; CPU µs a \
+                     job: {api_us:.1} ({parts}); load average {}\n",
+                    side.label,
+                    run.requests_per_s,
+                    added as f64 / run.secs,
+                    run.bad,
+                    run.peak_rss,
+                    load_average()
+                );
+                side.rates[0].push(run.requests_per_s);
+                side.ratios[0].push(run.requests_per_s / rate);
+                side.cpu_ratios[0].push(lib_us / api_us);
+                side.peaks.push(run.peak_rss);
+            }
+        }
 
-        // batch
-        let cpu = Cpu::now(&runtime, &serve, &client);
-        let t = Instant::now();
-        runtime.block_on(batches(&lib, &format!("b{round}"), b));
-        let rate = (b * BATCH) as f64 / t.elapsed().as_secs_f64();
-        let (lib_us, parts) = cpu_per_job(
-            cpu,
-            Cpu::now(&runtime, &serve, &client),
-            (b * BATCH) as u64,
-            false,
-        );
-        println!(
-            "library, schedule_batch of {BATCH}, {BATCHES_IN_FLIGHT} in flight: {b} batches, \
-             {rate:.0} jobs/s; CPU µs a job: {lib_us:.1} ({parts})"
-        );
-        lib_rates[1].push(rate);
-        let before = runtime.block_on(api.stats()).expect("stats").scheduled;
-        let cpu = Cpu::now(&runtime, &serve, &client);
-        let run = wrk(
-            &serve,
-            "batch.lua",
-            BATCHES_IN_FLIGHT,
-            BATCHES_IN_FLIGHT,
-            &[
-                token_var(),
-                ("QUEUE", "api".into()),
-                ("PREFIX", format!("b{round}")),
-                ("BYTES", BYTES.to_string()),
-                ("DELAY_MS", DELAY.as_millis().to_string()),
-                ("BATCH", BATCH.to_string()),
-            ],
-        );
-        let added = runtime.block_on(api.stats()).expect("stats").scheduled - before;
-        let (api_us, parts) = cpu_per_job(cpu, Cpu::now(&runtime, &serve, &client), added, true);
-        let rate = run.requests_per_s * BATCH as f64;
-        println!(
-            "HTTP, POST jobs/batch of {BATCH}, {BATCHES_IN_FLIGHT} connections: {rate:.0} jobs/s, \
-             {added} jobs added, {} bad answers, serve's peak VmRSS {:.1} MiB; CPU µs a job: \
-             {api_us:.1} ({parts})\n",
-            run.bad, run.peak_rss
-        );
-        api_rates[1].push(rate);
-        cpu_ratios[1].push(lib_us / api_us);
-        peaks.push(run.peak_rss);
+        if runs("batch") {
+            let cpu = Cpu::now(&runtime, &sides[0].serve, &client);
+            let t = Instant::now();
+            runtime.block_on(batches(&lib, &format!("b{round}"), b));
+            let rate = (b * BATCH) as f64 / t.elapsed().as_secs_f64();
+            let (lib_us, parts) = cpu_per_job(
+                cpu,
+                Cpu::now(&runtime, &sides[0].serve, &client),
+                (b * BATCH) as u64,
+                false,
+            );
+            println!(
+                "library, schedule_batch of {BATCH}, {BATCHES_IN_FLIGHT} in flight: {b} batches, \
+                 {rate:.0} jobs/s; CPU µs a job: {lib_us:.1} ({parts})"
+            );
+            lib_rates[1].push(rate);
+            for &i in &order {
+                let side = &mut sides[i];
+                let before = runtime.block_on(side.api.stats()).expect("stats").scheduled;
+                let cpu = Cpu::now(&runtime, &side.serve, &client);
+                let run = wrk(
+                    &side.serve,
+                    "batch.lua",
+                    BATCHES_IN_FLIGHT,
+                    BATCHES_IN_FLIGHT,
+                    &[
+                        token_var(),
+                        ("QUEUE", side.queue.clone()),
+                        ("PREFIX", format!("b{round}")),
+                        ("BYTES", BYTES.to_string()),
+                        ("DELAY_MS", DELAY.as_millis().to_string()),
+                        ("BATCH", BATCH.to_string()),
+                    ],
+                );
+                let added = runtime.block_on(side.api.stats()).expect("stats").scheduled - before;
+                let (api_us, parts) =
+                    cpu_per_job(cpu, Cpu::now(&runtime, &side.serve, &client), added, true);
+                let api_rate = run.requests_per_s * BATCH as f64;
+                println!(
+                    "HTTP ({}), POST jobs/batch of {BATCH}, {BATCHES_IN_FLIGHT} connections: \
+                     {api_rate:.0} jobs/s, {added} jobs added, {} bad answers, serve's peak VmRSS \
+                     {:.1} MiB; CPU µs a job: {api_us:.1} ({parts})\n",
+                    side.label, run.bad, run.peak_rss
+                );
+                side.rates[1].push(api_rate);
+                side.ratios[1].push(api_rate / rate);
+                side.cpu_ratios[1].push(lib_us / api_us);
+                side.peaks.push(run.peak_rss);
+            }
+        }
 
-        // work
-        runtime.block_on(ready_jobs(&lib, &format!("w{round}"), w));
-        let cpu = Cpu::now(&runtime, &serve, &client);
-        let t = Instant::now();
-        runtime.block_on(work(&lib, w));
-        let rate = w as f64 / t.elapsed().as_secs_f64();
-        let (lib_us, parts) =
-            cpu_per_job(cpu, Cpu::now(&runtime, &serve, &client), w as u64, false);
-        println!(
-            "library, Worker::run (defaults, handler Ok at once): {w} jobs, {rate:.0} jobs/s; \
-             CPU µs a job: {lib_us:.1} ({parts})"
-        );
-        lib_rates[2].push(rate);
-        // Enough ready jobs that the run does not drain them.
-        let http_jobs = (rate * env("SECS", 5) as f64 * 1.5) as usize;
-        runtime.block_on(ready_jobs(&api, &format!("w{round}"), http_jobs));
-        let before = runtime.block_on(api.stats()).expect("stats");
-        let cpu = Cpu::now(&runtime, &serve, &client);
-        let run = wrk(
-            &serve,
-            "work.lua",
-            2,
-            WORK_CONNECTIONS,
-            &[
-                token_var(),
-                ("QUEUE", "api".into()),
-                ("MAX", CLAIM_MAX.to_string()),
-            ],
-        );
-        let stats = runtime.block_on(api.stats()).expect("stats");
-        // Jobs neither ready nor in flight any more: acked (leftovers of an earlier
-        // round, in flight under their lease, count on both sides).
-        let acked = (before.ready + before.in_flight) - (stats.ready + stats.in_flight);
-        let rate = acked as f64 / run.secs;
-        let (api_us, parts) = cpu_per_job(cpu, Cpu::now(&runtime, &serve, &client), acked, true);
-        println!(
-            "HTTP, POST claim (max {CLAIM_MAX}) + POST ack, {WORK_CONNECTIONS} connections: \
-             {acked} jobs acked ({rate:.0} jobs/s; {} left ready, {} in flight), {:.0} \
-             requests/s, {} bad answers, serve's peak VmRSS {:.1} MiB; CPU µs a job: \
-             {api_us:.1} ({parts})",
-            stats.ready, stats.in_flight, run.requests_per_s, run.bad, run.peak_rss
-        );
-        api_rates[2].push(rate);
-        cpu_ratios[2].push(lib_us / api_us);
-        peaks.push(run.peak_rss);
-        // Leave the next round an empty queue to claim from.
-        runtime.block_on(drain(&api));
-        let (rss, hwm) = serve.rss();
-        println!(
-            "\nserve after round {}: VmRSS {rss:.1} MiB, VmHWM {hwm:.1} MiB\n",
-            round + 1
-        );
-        after.push(rss);
+        if runs("work") {
+            runtime.block_on(ready_jobs(&lib, &format!("w{round}"), w));
+            let cpu = Cpu::now(&runtime, &sides[0].serve, &client);
+            let t = Instant::now();
+            runtime.block_on(work(&lib, w));
+            let rate = w as f64 / t.elapsed().as_secs_f64();
+            let (lib_us, parts) = cpu_per_job(
+                cpu,
+                Cpu::now(&runtime, &sides[0].serve, &client),
+                w as u64,
+                false,
+            );
+            println!(
+                "library, Worker::run (defaults, handler Ok at once): {w} jobs, {rate:.0} jobs/s; \
+                 CPU µs a job: {lib_us:.1} ({parts})"
+            );
+            lib_rates[2].push(rate);
+            for &i in &order {
+                let side = &mut sides[i];
+                // Enough ready jobs that the run does not drain them.
+                let http_jobs = (rate * env("SECS", 5) as f64 * 1.5) as usize;
+                runtime.block_on(ready_jobs(&side.api, &format!("w{round}"), http_jobs));
+                let before = runtime.block_on(side.api.stats()).expect("stats");
+                let cpu = Cpu::now(&runtime, &side.serve, &client);
+                let run = wrk(
+                    &side.serve,
+                    "work.lua",
+                    2,
+                    WORK_CONNECTIONS,
+                    &[
+                        token_var(),
+                        ("QUEUE", side.queue.clone()),
+                        ("MAX", CLAIM_MAX.to_string()),
+                    ],
+                );
+                let stats = runtime.block_on(side.api.stats()).expect("stats");
+                // Jobs neither ready nor in flight any more: acked (leftovers of an earlier
+                // round, in flight under their lease, count on both sides).
+                let acked = (before.ready + before.in_flight) - (stats.ready + stats.in_flight);
+                let api_rate = acked as f64 / run.secs;
+                let (api_us, parts) =
+                    cpu_per_job(cpu, Cpu::now(&runtime, &side.serve, &client), acked, true);
+                println!(
+                    "HTTP ({}), POST claim (max {CLAIM_MAX}) + POST ack, {WORK_CONNECTIONS} \
+                     connections: {acked} jobs acked ({api_rate:.0} jobs/s; {} left ready, {} in \
+                     flight), {:.0} requests/s, {} bad answers, serve's peak VmRSS {:.1} MiB; CPU \
+                     µs a job: {api_us:.1} ({parts})",
+                    side.label,
+                    stats.ready,
+                    stats.in_flight,
+                    run.requests_per_s,
+                    run.bad,
+                    run.peak_rss
+                );
+                side.rates[2].push(api_rate);
+                side.ratios[2].push(api_rate / rate);
+                side.cpu_ratios[2].push(lib_us / api_us);
+                side.peaks.push(run.peak_rss);
+                // Leave the next round an empty queue to claim from.
+                runtime.block_on(drain(&side.api));
+            }
+        }
+        for side in &mut sides {
+            let (rss, hwm) = side.serve.rss();
+            println!(
+                "\n{} after round {}: VmRSS {rss:.1} MiB, VmHWM {hwm:.1} MiB",
+                side.label,
+                round + 1
+            );
+            side.after.push(rss);
+        }
+        println!();
     }
     std::thread::sleep(Duration::from_secs(5));
-    let (rss, hwm) = serve.rss();
-    println!("serve 5 s after the last round: VmRSS {rss:.1} MiB, VmHWM {hwm:.1} MiB\n");
+    println!("load average at the end: {}\n", load_average());
     println!("## Medians of {rounds} rounds\n");
     println!(
-        "| workload | library | HTTP | ratio of medians | median of rounds' ratios | jobs per CPU second, HTTP / library |"
+        "| workload | serve | library | HTTP | ratio of medians | median of rounds' ratios | jobs per CPU second, HTTP / library |"
     );
-    println!("|---|---:|---:|---:|---:|---:|");
+    println!("|---|---|---:|---:|---:|---:|---:|");
     for (i, name) in names.iter().enumerate() {
-        let mut ratios: Vec<f64> = lib_rates[i]
-            .iter()
-            .zip(&api_rates[i])
-            .map(|(l, h)| h / l)
-            .collect();
-        let (l, h) = (median(&mut lib_rates[i]), median(&mut api_rates[i]));
+        if !runs(name) {
+            continue;
+        }
+        let l = median(&mut lib_rates[i]);
+        for side in &mut sides {
+            let h = median(&mut side.rates[i]);
+            println!(
+                "| {name} | {} | {l:.0} jobs/s | {h:.0} jobs/s | {:.2}x | {:.2}x | {:.2}x |",
+                side.label,
+                h / l,
+                median(&mut side.ratios[i]),
+                median(&mut side.cpu_ratios[i])
+            );
+        }
+    }
+    println!();
+    for side in &sides {
+        let (rss, hwm) = side.serve.rss();
         println!(
-            "| {name} | {l:.0} jobs/s | {h:.0} jobs/s | {:.2}x | {:.2}x | {:.2}x |",
-            h / l,
-            median(&mut ratios),
-            median(&mut cpu_ratios[i])
+            "{}'s VmRSS: {:.1} MiB at start, peaks under load {}, after each round {}, {rss:.1} \
+             MiB 5 s after (VmHWM {hwm:.1} MiB)",
+            side.label,
+            side.rss0,
+            side.peaks
+                .iter()
+                .map(|p| format!("{p:.1}"))
+                .collect::<Vec<_>>()
+                .join(" / "),
+            side.after
+                .iter()
+                .map(|p| format!("{p:.1}"))
+                .collect::<Vec<_>>()
+                .join(" / "),
         );
     }
-    println!(
-        "\nserve's VmRSS: {rss0:.1} MiB at start, peaks under load {}, after each round {}, \
-         {rss:.1} MiB 5 s after (VmHWM {hwm:.1} MiB)",
-        peaks
-            .iter()
-            .map(|p| format!("{p:.1}"))
-            .collect::<Vec<_>>()
-            .join(" / "),
-        after
-            .iter()
-            .map(|p| format!("{p:.1}"))
-            .collect::<Vec<_>>()
-            .join(" / "),
-    );
+}
+
+/// The machine's load averages (1, 5, 15 minutes), from `/proc/loadavg`.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
 }
 
 fn payload() -> Vec<u8> {

@@ -59,7 +59,7 @@ impl Scope {
 /// ```
 #[derive(Clone)]
 pub struct Token {
-    /// Shared with each request's [`TokenName`](super::TokenName): no copy a request.
+    /// Shared with each request's [`TokenName`](super::track::TokenName): no copy a request.
     name: Arc<str>,
     secret: String,
     scopes: Vec<Scope>,

@@ -74,6 +74,7 @@ mod model;
 mod openapi;
 mod problem;
 mod routes;
+mod track;
 
 pub use auth::{Scope, Token, MIN_SECRET_BYTES};
 pub use metrics::ApiMetrics;
@@ -189,7 +190,7 @@ impl Api {
                     )
                 }),
             )
-            .route_layer(axum::middleware::from_fn_with_state(self.metrics, track))
+            .route_layer(track::Track(self.metrics))
             .fallback(|| async {
                 Problem::not_found("no such route in the API (see /v1/openapi.json)".into())
                     .into_response()
@@ -207,37 +208,6 @@ struct State {
     any_queue: Option<ConnectOptions>,
     tokens: Vec<Token>,
 }
-
-/// Counts a routed request by operation and status, and times it.
-async fn track(
-    axum::extract::State(metrics): axum::extract::State<ApiMetrics>,
-    request: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> axum::response::Response {
-    let route = request
-        .extensions()
-        .get::<axum::extract::MatchedPath>()
-        .map_or("", |path| path.as_str());
-    let operation = metrics::operation(request.method().as_str(), route);
-    let started = std::time::Instant::now();
-    let token = TokenName::default();
-    let mut request = request;
-    request.extensions_mut().insert(token.clone());
-    let response = next.run(request).await;
-    let status = response.status().as_u16();
-    metrics.record(
-        operation,
-        status,
-        started.elapsed(),
-        token.0.get().map(|name| &**name),
-    );
-    response
-}
-
-/// The name of a request's token, once [`routes::Caller`] found it valid: so that
-/// [`track`] counts the request for that token, by status too.
-#[derive(Clone, Default)]
-struct TokenName(Arc<std::sync::OnceLock<Arc<str>>>);
 
 impl State {
     fn find(&self, name: &str) -> Option<Queue> {

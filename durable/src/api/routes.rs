@@ -63,7 +63,7 @@ impl axum::extract::FromRequestParts<Arc<State>> for Caller {
         state: &Arc<State>,
     ) -> Result<Caller, Problem> {
         let caller = auth::caller(&state.tokens, &parts.headers)?;
-        if let Some(name) = parts.extensions.get::<super::TokenName>() {
+        if let Some(name) = parts.extensions.get::<super::track::TokenName>() {
             let _ = name.0.set(state.tokens[caller].shared_name());
         }
         Ok(Caller(caller))

@@ -85,11 +85,18 @@ pub(crate) struct Mount {
     metrics: ApiMetrics,
 }
 
-/// The dashboard's `app` with the API beside it, and the API's figures after the
-/// queues' in `/metrics`.
+/// The dashboard's `app` with the API's figures after the queues' in `/metrics`: the
+/// layer wraps the dashboard's routes only, not the API's that [`mount`] adds, so that an
+/// API request does not pay for it (a boxed future and a clone of the inner service a
+/// request: `axum::middleware::from_fn`'s way).
+pub(crate) fn metrics(app: axum::Router, api: &Mount) -> axum::Router {
+    let metrics = api.metrics.clone();
+    append_metrics(app, move || metrics.render())
+}
+
+/// The dashboard's `app` with the API beside it.
 pub(crate) fn mount(app: axum::Router, api: Mount) -> axum::Router {
-    let metrics = api.metrics;
-    append_metrics(app.merge(api.router), move || metrics.render())
+    app.merge(api.router)
 }
 
 /// `app` with `render`'s figures after the others in `/metrics`.

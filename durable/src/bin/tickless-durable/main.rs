@@ -398,10 +398,14 @@ async fn serve(args: Serve) -> Result<(), String> {
         .public_read(args.public_read)
         .secure_cookie(args.secure_cookie)
         .router();
+    // The figures' layers wrap the dashboard's routes (`/metrics` among them) before the
+    // API's routes join them, which they would otherwise wrap too.
     #[cfg(feature = "api")]
-    let app = api::mount(app, api);
+    let app = api::metrics(app, &api);
     #[cfg(feature = "webhooks")]
     let app = hook::metrics(app, &hooks);
+    #[cfg(feature = "api")]
+    let app = api::mount(app, api);
     #[cfg(not(feature = "webhooks"))]
     if args.webhooks_file.is_some() {
         return Err("--webhooks-file needs the `webhooks` feature".into());
