@@ -56,11 +56,20 @@ local function take(ids)
   -- its page left out here would be passed by its cursor until the scan came round again
   -- (the leader cuts segments at their size itself).
   for x = 1, #ids do
-    local j = readable(recs[x])
-    if j and j.skip == 0 and string.find(j.loc, '^%d$') then
-      local w = j.due - j.due % width
+    -- A job in a bucket whose skip is 0 (bucketed: its record's head alone is read).
+    local due = bucketed(recs[x])
+    if due then
+      local w = due - due % width
       if w >= now + horizon then
-        group(groups, order, w, { ids[x], recs[x] })
+        -- Flat id, record pairs per window: no table per job.
+        local list = groups[w]
+        if list == nil then
+          list = {}
+          groups[w] = list
+          order[#order + 1] = w
+        end
+        list[#list + 1] = ids[x]
+        list[#list + 1] = recs[x]
       end
     end
   end
@@ -126,10 +135,10 @@ local out = { 1, now, cdep, done }
 for _, w in ipairs(order) do
   local list = groups[w]
   out[#out + 1] = w
-  out[#out + 1] = #list
-  for _, pair in ipairs(list) do
-    out[#out + 1] = pair[1]
-    out[#out + 1] = pair[2]
+  out[#out + 1] = #list / 2
+  local n = #out
+  for x = 1, #list do
+    out[n + x] = list[x]
   end
 end
 return out
