@@ -1,9 +1,10 @@
 //! The leader's pass over the tier: sweep the store's orphans, move far jobs out, load
 //! near ones back (see the module above for the promises).
 
-use super::segment::{decode, encode, Jobs};
+use super::filling::{Filling, Job};
+use super::segment::{decode, encode};
 use super::tier::ColdTier;
-use crate::contract::{self, Key, MAX_BATCH};
+use crate::contract::{self, Key};
 use crate::error::Error;
 use crate::rdb::cold as rdb;
 use crate::rdb::Rdb;
@@ -29,9 +30,6 @@ const IN_FLIGHT: usize = 8;
 /// less per job (one `HMGET` and one match of the record's head), and has a fixed cost
 /// per call (reading `due`'s members).
 const TAKE_JOBS: usize = 200;
-
-/// Jobs per segment at most.
-const SEGMENT_JOBS: usize = MAX_BATCH;
 
 /// What one pass of the leader did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -99,13 +97,14 @@ async fn move_out(
     let window = contract::ms_ceil(tier.window).max(1);
     // A candidate: the first take of the queue's first move keeps it (meta's `cdep`).
     let fresh_dep = crate::random::random_hex();
-    let mut filling = Filling::default();
+    let mut filling = Filling::new(window);
     let mut dep: String;
     let now = loop {
         let Some(rdb::Taken {
             now,
             dep: taken_dep,
             done: walked,
+            walked_to,
             jobs: taken_jobs,
         }) = rdb::take(rdb, token, horizon, window, TAKE_JOBS, &fresh_dep).await?
         else {
@@ -116,7 +115,7 @@ async fn move_out(
             // A job the walk met twice (SSCAN can repeat one) is held once.
             filling.add(window, id, rec);
         }
-        while let Some((window, jobs)) = filling.next(false) {
+        while let Some((window, jobs)) = filling.next(false, walked_to) {
             if !write_segment(rdb, tier, token, &dep, window, &jobs, done).await? {
                 return Ok(None);
             }
@@ -127,55 +126,12 @@ async fn move_out(
             break now;
         }
     };
-    while let Some((window, jobs)) = filling.next(true) {
+    while let Some((window, jobs)) = filling.next(true, u64::MAX) {
         if !write_segment(rdb, tier, token, &dep, window, &jobs, done).await? {
             return Ok(None);
         }
     }
     Ok(Some((now, dep)))
-}
-
-/// Jobs taken but not yet in a segment, by window. A take meets several windows (a
-/// bucket of the wheel can span days of them), so a window's segment is filled across
-/// the takes of a pass rather than cut at every take.
-#[derive(Default)]
-struct Filling {
-    windows: std::collections::BTreeMap<u64, Jobs>,
-    held: std::collections::HashSet<Vec<u8>>,
-}
-
-/// The most jobs a pass holds before it writes its largest window's segment, full or
-/// not (~10 MB of 236-byte records).
-const MAX_HELD: usize = 4 * SEGMENT_JOBS;
-
-impl Filling {
-    /// Adds a taken job, unless it is held already (SSCAN can return an id twice in a
-    /// walk, and a held job is still in the wheel).
-    fn add(&mut self, window: u64, id: Vec<u8>, record: Vec<u8>) {
-        if self.held.insert(id.clone()) {
-            self.windows.entry(window).or_default().push((id, record));
-        }
-    }
-
-    /// The next segment to write: a full one; or, with `all` or when more than
-    /// [`MAX_HELD`] jobs are held, the largest window's jobs.
-    fn next(&mut self, all: bool) -> Option<(u64, Jobs)> {
-        let (&window, jobs) = self.windows.iter_mut().max_by_key(|(_, jobs)| jobs.len())?;
-        let jobs = if jobs.len() >= SEGMENT_JOBS {
-            jobs.split_off(jobs.len() - SEGMENT_JOBS)
-        } else if all || self.held.len() > MAX_HELD {
-            std::mem::take(jobs)
-        } else {
-            return None;
-        };
-        if self.windows.get(&window).is_some_and(Vec::is_empty) {
-            self.windows.remove(&window);
-        }
-        for (id, _) in &jobs {
-            self.held.remove(id);
-        }
-        Some((window, jobs))
-    }
 }
 
 /// Numbers a new segment (meta's `cseq`) and writes and commits it (see
@@ -231,8 +187,6 @@ async fn commit_segment(
     }
     Ok(Some(moved))
 }
-
-type Job = (Vec<u8>, Vec<u8>);
 
 /// `jobs` cut into calls of at most [`CALL_JOBS`] jobs and [`CALL_BYTES`] bytes (a job
 /// larger than that alone in its call).

@@ -5,12 +5,16 @@
 -- ARGV     token, horizon (ms), window (ms), limit (at most MAX_BATCH), deployment (a
 --          fresh id, kept as meta's `cdep` if the queue has none yet)
 -- Returns  { 0 } if `token` is not the current leadership's or its lease has ended;
---          else { 1, now, cdep, done, w_1, n_1, id, record, ... (n_1 pairs), w_2, n_2,
---          ... }: the far jobs (window, the due time rounded down to `window`, starting at
+--          else { 1, now, cdep, done, walked, w_1, n_1, id, record, ... (n_1 pairs), w_2,
+--          n_2, ... }: the far jobs (window, the due time rounded down to `window`, starting at
 --          or after now + horizon) among about `limit` ids read from the wheel (a few
 --          more when an SSCAN page holds more than asked), grouped by window (start ms);
 --          `done` is 1 when this call finished a walk over every bucket that can hold
---          far jobs, 0 when there is more to read (the next call goes on from here).
+--          far jobs, 0 when there is more to read (the next call goes on from here);
+--          `walked` (0 when done) the start (ms) of the first bucket the walk has still to
+--          read: no bucket left holds a job due before it, so a window that ends by then
+--          has been read whole (the leader writes its segment then, not before: spread
+--          due times still fill their segments).
 --
 -- `cdep` names this queue's deployment (this Redis) in every object path, so that
 -- deployments sharing a store never read, overwrite or sweep each other's segments; it
@@ -124,14 +128,16 @@ while true do
     at = at + 1
   end
 end
+local walked = 0
 if done == 1 then
   if cscan then
     redis.call('HDEL', META, 'cscan')
   end
 else
   redis.call('HSET', META, 'cscan', walk[at][3] .. ' ' .. cursor)
+  walked = walk[at][1]
 end
-local out = { 1, now, cdep, done }
+local out = { 1, now, cdep, done, walked }
 for _, w in ipairs(order) do
   local list = groups[w]
   out[#out + 1] = w
