@@ -37,7 +37,8 @@
 //!
 //! Run: `cargo run --release -p tickless-bench --features cold --bin cold`.
 //! `N` (default 1,000,000), `N2K` (jobs of the 2 KB row, default 200,000), `S` (single
-//! calls, default 100,000), `L` (lag jobs of each kind, default 20,000).
+//! calls, default 100,000), `L` (lag jobs of each kind, default 20,000), `ROUNDS` (of
+//! the three rounds, how many: 0 with `SPREAD` runs E alone).
 
 use futures::stream::{self, StreamExt};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -126,6 +127,12 @@ impl Phase {
 
     fn rate(&self) -> f64 {
         self.jobs as f64 / self.secs
+    }
+
+    /// Redis CPU (`INFO cpu`) per script call, µs: what a call holds Redis for, less
+    /// moved by other processes taking the cores than its wall time (`SLOWLOG`).
+    fn cpu_per_call_us(&self) -> f64 {
+        self.cpu_us * self.jobs as f64 / self.calls.max(1.0)
     }
 
     fn row(&self) -> String {
@@ -271,7 +278,12 @@ fn main() {
     if spread > 0 {
         runtime.block_on(spread_round(spread));
     }
-    for (bytes, jobs) in [(200, n), (2_048, n2k), (200, n2k)] {
+    // ROUNDS=0: the spread round alone.
+    let rounds = env("ROUNDS", 3);
+    for (bytes, jobs) in [(200, n), (2_048, n2k), (200, n2k)]
+        .into_iter()
+        .take(rounds)
+    {
         runtime.block_on(round(bytes, jobs, s, l));
     }
 }
@@ -483,6 +495,14 @@ async fn round(bytes: usize, n: usize, s: usize, l: usize) {
         println!(
             "C: another client's PING round trip {name}: {}",
             rtt.summary()
+        );
+    }
+    for row in rows.iter().filter(|r| r.name.contains("Leader::step")) {
+        println!(
+            "C: Redis CPU per script call, {}: {:.0} µs ({:.0} calls)",
+            row.name,
+            row.cpu_per_call_us(),
+            row.calls
         );
     }
     println!("C: SLOWLOG during the move: {move_log}");

@@ -10,7 +10,7 @@
 //!    `cold_take.lua` reads far jobs (their window, the due time rounded down to
 //!    [`ColdTier::window`], starting at or after now + horizon), grouped by window; the
 //!    leader fills one segment per window across the takes of a pass (`Filling`, up to
-//!    10,000 jobs), numbers it (meta's `cseq`), writes it to the store (one object,
+//!    10,000 jobs, written once the walk has passed the window), numbers it (meta's `cseq`), writes it to the store (one object,
 //!    [`encode`](segment::encode)), and only once the store has it, `cold_commit.lua` takes
 //!    each job whose record is still exactly the one written out of the wheel and into
 //!    the index (`ci:<hhhh>`: id -> segment; lib/cold.lua's C1, C2).
@@ -40,6 +40,8 @@
 //! leader's pass ([`pass`]), and what Redis knows of cold jobs, read without the store
 //! ([`view`], in every build).
 
+#[cfg(feature = "cold")]
+mod filling;
 #[cfg(feature = "cold")]
 pub(crate) mod pass;
 #[cfg(feature = "cold")]

@@ -1,9 +1,10 @@
 //! The leader's pass over the tier: sweep the store's orphans, move far jobs out, load
 //! near ones back (see the module above for the promises).
 
-use super::segment::{decode, encode, Jobs};
+use super::filling::{Filling, Job};
+use super::segment::{decode, encode};
 use super::tier::ColdTier;
-use crate::contract::{self, Key, MAX_BATCH};
+use crate::contract::{self, Key};
 use crate::error::Error;
 use crate::rdb::cold as rdb;
 use crate::rdb::Rdb;
@@ -11,26 +12,24 @@ use crate::rdb::Rdb;
 /// Jobs per `cold_commit.lua` or `cold_load.lua` call at most, and their ids' and
 /// records' bytes at most ([`CALL_BYTES`]): a call holds Redis well under 2 ms, so no
 /// other client of that Redis waits longer (BENCHMARKS.md, "The cold tier": 2,000 jobs
-/// held it ~10 ms).
-pub(crate) const CALL_JOBS: usize = 200;
+/// held it ~10 ms, 200 jobs 3.4-3.9 ms on a quiet machine before the scripts stopped
+/// parsing whole records per job; 100 jobs 1.6-2.2 ms of Redis CPU on a loaded one).
+pub(crate) const CALL_JOBS: usize = 64;
 
 /// Bytes of ids and records per `cold_commit.lua` or `cold_load.lua` call at most (a
 /// job's cost grows with its record: 2 KB payloads cost ~2.2x 200-byte ones).
-const CALL_BYTES: usize = 192 * 1024;
+const CALL_BYTES: usize = 64 * 1024;
 
-/// Calls of one segment's commit or load sent at once on the multiplexed connection:
-/// Redis runs them one after the other, other clients' commands between them, and the
-/// round trips overlap.
-const IN_FLIGHT: usize = 4;
+/// Calls of one segment's commit or load in flight at once on the multiplexed
+/// connection, a new one sent as each answers: Redis runs them one after the other,
+/// reading other clients' commands between them, and the round trips overlap, so the
+/// smaller calls keep the throughput of fewer larger ones.
+const IN_FLIGHT: usize = 8;
 
-// `in_flight` joins this many calls.
-const _: () = assert!(IN_FLIGHT == 4);
-
-/// Ids a `cold_take.lua` call reads, about (as [`CALL_JOBS`], for its hold on Redis).
-const TAKE_JOBS: usize = CALL_JOBS;
-
-/// Jobs per segment at most.
-const SEGMENT_JOBS: usize = MAX_BATCH;
+/// Ids a `cold_take.lua` call reads, about: more than a commit's, since a take does
+/// less per job (one `HMGET` and one match of the record's head), and has a fixed cost
+/// per call (reading `due`'s members).
+const TAKE_JOBS: usize = 200;
 
 /// What one pass of the leader did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -98,13 +97,14 @@ async fn move_out(
     let window = contract::ms_ceil(tier.window).max(1);
     // A candidate: the first take of the queue's first move keeps it (meta's `cdep`).
     let fresh_dep = crate::random::random_hex();
-    let mut filling = Filling::default();
+    let mut filling = Filling::new(window);
     let mut dep: String;
     let now = loop {
         let Some(rdb::Taken {
             now,
             dep: taken_dep,
             done: walked,
+            walked_to,
             jobs: taken_jobs,
         }) = rdb::take(rdb, token, horizon, window, TAKE_JOBS, &fresh_dep).await?
         else {
@@ -115,7 +115,7 @@ async fn move_out(
             // A job the walk met twice (SSCAN can repeat one) is held once.
             filling.add(window, id, rec);
         }
-        while let Some((window, jobs)) = filling.next(false) {
+        while let Some((window, jobs)) = filling.next(false, walked_to) {
             if !write_segment(rdb, tier, token, &dep, window, &jobs, done).await? {
                 return Ok(None);
             }
@@ -126,55 +126,12 @@ async fn move_out(
             break now;
         }
     };
-    while let Some((window, jobs)) = filling.next(true) {
+    while let Some((window, jobs)) = filling.next(true, u64::MAX) {
         if !write_segment(rdb, tier, token, &dep, window, &jobs, done).await? {
             return Ok(None);
         }
     }
     Ok(Some((now, dep)))
-}
-
-/// Jobs taken but not yet in a segment, by window. A take meets several windows (a
-/// bucket of the wheel can span days of them), so a window's segment is filled across
-/// the takes of a pass rather than cut at every take.
-#[derive(Default)]
-struct Filling {
-    windows: std::collections::BTreeMap<u64, Jobs>,
-    held: std::collections::HashSet<Vec<u8>>,
-}
-
-/// The most jobs a pass holds before it writes its largest window's segment, full or
-/// not (~10 MB of 236-byte records).
-const MAX_HELD: usize = 4 * SEGMENT_JOBS;
-
-impl Filling {
-    /// Adds a taken job, unless it is held already (SSCAN can return an id twice in a
-    /// walk, and a held job is still in the wheel).
-    fn add(&mut self, window: u64, id: Vec<u8>, record: Vec<u8>) {
-        if self.held.insert(id.clone()) {
-            self.windows.entry(window).or_default().push((id, record));
-        }
-    }
-
-    /// The next segment to write: a full one; or, with `all` or when more than
-    /// [`MAX_HELD`] jobs are held, the largest window's jobs.
-    fn next(&mut self, all: bool) -> Option<(u64, Jobs)> {
-        let (&window, jobs) = self.windows.iter_mut().max_by_key(|(_, jobs)| jobs.len())?;
-        let jobs = if jobs.len() >= SEGMENT_JOBS {
-            jobs.split_off(jobs.len() - SEGMENT_JOBS)
-        } else if all || self.held.len() > MAX_HELD {
-            std::mem::take(jobs)
-        } else {
-            return None;
-        };
-        if self.windows.get(&window).is_some_and(Vec::is_empty) {
-            self.windows.remove(&window);
-        }
-        for (id, _) in &jobs {
-            self.held.remove(id);
-        }
-        Some((window, jobs))
-    }
 }
 
 /// Numbers a new segment (meta's `cseq`) and writes and commits it (see
@@ -231,8 +188,6 @@ async fn commit_segment(
     Ok(Some(moved))
 }
 
-type Job = (Vec<u8>, Vec<u8>);
-
 /// `jobs` cut into calls of at most [`CALL_JOBS`] jobs and [`CALL_BYTES`] bytes (a job
 /// larger than that alone in its call).
 fn calls(jobs: &[Job]) -> Vec<&[Job]> {
@@ -251,40 +206,49 @@ fn calls(jobs: &[Job]) -> Vec<&[Job]> {
     out
 }
 
-/// Runs `call` on every chunk, the first alone and then [`IN_FLIGHT`] at a time: the sum
-/// of what they counted, or `None` if one was fenced out (the first error, if one
-/// failed). The first goes alone so that a Redis that lost its script cache (restarted)
-/// answers `NOSCRIPT` once, not to every call in flight (each would load the script).
+/// Runs `call` on every chunk, the first alone and then up to [`IN_FLIGHT`] at a time, the
+/// next sent as soon as one answers: the sum of what they counted, or `None` if one was
+/// fenced out (the first error, if one failed; the calls still in flight are dropped,
+/// and each is whole in Redis or not run). The first goes alone so that a Redis that
+/// lost its script cache (restarted) answers `NOSCRIPT` once, not to every call in
+/// flight (each would load the script).
 async fn in_flight<'a, F, Fut>(chunks: &[&'a [Job]], call: F) -> Result<Option<u64>, Error>
 where
     F: Fn(&'a [Job]) -> Fut,
     Fut: std::future::Future<Output = Result<Option<u64>, Error>>,
 {
-    let call = &call;
-    let one = |chunk: Option<&'a [Job]>| async move {
-        match chunk {
-            Some(chunk) => call(chunk).await,
-            None => Ok(Some(0)),
-        }
-    };
+    use std::pin::Pin;
+    use std::task::Poll;
     let Some((first, rest)) = chunks.split_first() else {
         return Ok(Some(0));
     };
     let Some(mut sum) = call(first).await? else {
         return Ok(None);
     };
-    for group in rest.chunks(IN_FLIGHT) {
-        let replies = tokio::join!(
-            one(group.first().copied()),
-            one(group.get(1).copied()),
-            one(group.get(2).copied()),
-            one(group.get(3).copied())
-        );
-        for reply in [replies.0, replies.1, replies.2, replies.3] {
-            match reply? {
-                Some(n) => sum += n,
-                None => return Ok(None),
+    let mut next = rest.iter();
+    let mut running: Vec<Pin<Box<Fut>>> = next
+        .by_ref()
+        .take(IN_FLIGHT)
+        .map(|chunk| Box::pin(call(chunk)))
+        .collect();
+    while !running.is_empty() {
+        // The first of the running calls to answer (each polled until then).
+        let reply = std::future::poll_fn(|cx| {
+            for i in 0..running.len() {
+                if let Poll::Ready(reply) = running[i].as_mut().poll(cx) {
+                    drop(running.swap_remove(i));
+                    return Poll::Ready(reply);
+                }
             }
+            Poll::Pending
+        })
+        .await;
+        match reply? {
+            Some(n) => sum += n,
+            None => return Ok(None),
+        }
+        if let Some(chunk) = next.next() {
+            running.push(Box::pin(call(chunk)));
         }
     }
     Ok(Some(sum))
@@ -408,7 +372,7 @@ mod tests {
 
     #[test]
     fn calls_are_cut_at_their_job_count_and_their_bytes() {
-        let small: Vec<Job> = (0..450)
+        let small: Vec<Job> = (0..2 * CALL_JOBS + 50)
             .map(|i| (vec![b'a'; 10], vec![i as u8; 90]))
             .collect();
         let cut = calls(&small);

@@ -14,6 +14,9 @@ pub(crate) struct Taken {
     pub(crate) dep: String,
     /// This take ended a walk over every bucket that can hold far jobs.
     pub(crate) done: bool,
+    /// Where the walk stands (when not `done`): the start (ms) of the first bucket it has
+    /// still to read; every far job due before it has been read (taken or judged near).
+    pub(crate) walked_to: u64,
     /// Each job taken: its window's start (ms), id, record.
     pub(crate) jobs: Vec<(u64, Vec<u8>, Vec<u8>)>,
 }
@@ -23,7 +26,7 @@ pub(crate) struct Taken {
 /// `fresh_dep` becomes meta's `cdep` if it has none. `None` when fenced out.
 ///
 /// `ARGV` token, horizon, window, limit, deployment. Reply `{ 0 }` fenced, else
-/// `{ 1, now, cdep, done, w_1, n_1, id, record, ... (n_1 pairs), w_2, n_2, ... }`.
+/// `{ 1, now, cdep, done, walked, w_1, n_1, id, record, ... (n_1 pairs), w_2, n_2, ... }`.
 #[cfg(feature = "cold")]
 pub(crate) async fn take(
     rdb: &Rdb,
@@ -48,8 +51,9 @@ pub(crate) async fn take(
     let now = reply.int(1)?.max(0) as u64;
     let dep = String::from_utf8_lossy(&reply.take_bytes(2)?).into_owned();
     let done = reply.int(3)? == 1;
+    let walked_to = reply.int(4)?.max(0) as u64;
     let mut jobs = Vec::new();
-    let mut i = 4;
+    let mut i = 5;
     while i < reply.len() {
         let window = reply.int(i)?.max(0) as u64;
         let n = reply.int(i + 1)?.max(0) as usize;
@@ -64,6 +68,7 @@ pub(crate) async fn take(
         now,
         dep,
         done,
+        walked_to,
         jobs,
     }))
 }

@@ -26,7 +26,7 @@ const JOBS: u64 = 40_000;
 /// Jobs per segment at most.
 const PER_SEGMENT: u64 = 10_000;
 /// Jobs per `cold_commit.lua` / `cold_load.lua` call (pass.rs's `CALL_JOBS`).
-const CALL_JOBS: u64 = 200;
+const CALL_JOBS: u64 = 64;
 /// Past any lease a killed leader held (`LeaderOptions::idle_lease`, 60 s, when the
 /// next work is hours away; 100 ms when it is near), on the manual clock.
 const PAST_THE_LEASE: Duration = Duration::from_secs(61);

@@ -19,7 +19,7 @@
 //!   this process ([`proxy`]) that reads each command (RESP) and knows the three scripts
 //!   by the keys they declare (contract.rs's `script_keys`): so `load:2` is between the
 //!   first and the second call of a segment's load (a segment of 10,000 jobs is loaded
-//!   2,000 per call).
+//!   in calls of pass.rs's `CALL_JOBS`, 64).
 //! - `delete`: before an object is deleted (after `cold_retire.lua`, or a sweep's).
 //! - `none`: never stops.
 //!

@@ -37,9 +37,10 @@ local gone = {}
 for x = 1, #ids do
   local id, rec = ids[x], ARGV[4 + 2 * x]
   if recs[x] == rec then
-    local j = readable(rec)
-    if j and j.skip == 0 and string.find(j.loc, '^%d$') then
-      group(buckets, border, bucket_of(j), id)
+    -- The record cold_take.lua judged, unchanged: its head alone is read (bucketed).
+    local due, loc = bucketed(rec)
+    if due then
+      group(buckets, border, bucket_of({ due = due, loc = loc }), id)
       group(index, iorder, cold_key(id), id)
       gone[#gone + 1] = id
     end

@@ -46,10 +46,14 @@ for x = 1, #mine do
   if held[x] and (old == nil or old.loc ~= 'x') then
     dropped = dropped + 1
   else
-    local j = readable(recs[x], id)
-    -- A tombstone's stale `ready` entries are counted on (I5), as schedule.lua does.
-    j.skip = old and old.skip or 0
-    insert(b, id, j)
+    -- The segment's record as it is, its loc replaced (insert_bucketed), unless a
+    -- tombstone's skip is to be kept or the record is not a bucketed one.
+    if old or not insert_bucketed(b, id, recs[x]) then
+      local j = readable(recs[x], id)
+      -- A tombstone's stale `ready` entries are counted on (I5), as schedule.lua does.
+      j.skip = old and old.skip or 0
+      insert(b, id, j)
+    end
     loaded = loaded + 1
   end
 end

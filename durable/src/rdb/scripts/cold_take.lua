@@ -5,12 +5,16 @@
 -- ARGV     token, horizon (ms), window (ms), limit (at most MAX_BATCH), deployment (a
 --          fresh id, kept as meta's `cdep` if the queue has none yet)
 -- Returns  { 0 } if `token` is not the current leadership's or its lease has ended;
---          else { 1, now, cdep, done, w_1, n_1, id, record, ... (n_1 pairs), w_2, n_2,
---          ... }: the far jobs (window, the due time rounded down to `window`, starting at
+--          else { 1, now, cdep, done, walked, w_1, n_1, id, record, ... (n_1 pairs), w_2,
+--          n_2, ... }: the far jobs (window, the due time rounded down to `window`, starting at
 --          or after now + horizon) among about `limit` ids read from the wheel (a few
 --          more when an SSCAN page holds more than asked), grouped by window (start ms);
 --          `done` is 1 when this call finished a walk over every bucket that can hold
---          far jobs, 0 when there is more to read (the next call goes on from here).
+--          far jobs, 0 when there is more to read (the next call goes on from here);
+--          `walked` (0 when done) the start (ms) of the first bucket the walk has still to
+--          read: no bucket left holds a job due before it, so a window that ends by then
+--          has been read whole (the leader writes its segment then, not before: spread
+--          due times still fill their segments).
 --
 -- `cdep` names this queue's deployment (this Redis) in every object path, so that
 -- deployments sharing a store never read, overwrite or sweep each other's segments; it
@@ -56,11 +60,20 @@ local function take(ids)
   -- its page left out here would be passed by its cursor until the scan came round again
   -- (the leader cuts segments at their size itself).
   for x = 1, #ids do
-    local j = readable(recs[x])
-    if j and j.skip == 0 and string.find(j.loc, '^%d$') then
-      local w = j.due - j.due % width
+    -- A job in a bucket whose skip is 0 (bucketed: its record's head alone is read).
+    local due = bucketed(recs[x])
+    if due then
+      local w = due - due % width
       if w >= now + horizon then
-        group(groups, order, w, { ids[x], recs[x] })
+        -- Flat id, record pairs per window: no table per job.
+        local list = groups[w]
+        if list == nil then
+          list = {}
+          groups[w] = list
+          order[#order + 1] = w
+        end
+        list[#list + 1] = ids[x]
+        list[#list + 1] = recs[x]
       end
     end
   end
@@ -115,21 +128,23 @@ while true do
     at = at + 1
   end
 end
+local walked = 0
 if done == 1 then
   if cscan then
     redis.call('HDEL', META, 'cscan')
   end
 else
   redis.call('HSET', META, 'cscan', walk[at][3] .. ' ' .. cursor)
+  walked = walk[at][1]
 end
-local out = { 1, now, cdep, done }
+local out = { 1, now, cdep, done, walked }
 for _, w in ipairs(order) do
   local list = groups[w]
   out[#out + 1] = w
-  out[#out + 1] = #list
-  for _, pair in ipairs(list) do
-    out[#out + 1] = pair[1]
-    out[#out + 1] = pair[2]
+  out[#out + 1] = #list / 2
+  local n = #out
+  for x = 1, #list do
+    out[n + x] = list[x]
   end
 end
 return out

@@ -24,11 +24,39 @@ end
 -- Puts job `j` (id `id`) where its due time says, relative to the batch's time and
 -- horizon, and queues its record for writing. Returns nothing; `flush` applies it.
 function insert(b, id, j)
-  local due, h = j.due, b.h
   -- Not in flight any more: no delivery holds it.
   j.del = nil
+  j.loc = placed(b, id, j.due)
+  local writes = b.writes
+  local n = #writes
+  writes[n + 1] = id
+  writes[n + 2] = record(j)
+end
+
+-- `insert` of a job whose record `rec` is one of a job in a bucket with skip 0 (as the
+-- cold tier's segments hold them: bucketed), with no delivery and its skip kept 0: only
+-- the record's loc is replaced, nothing else of it parsed (readable's table and
+-- record's format cost ~4 µs per job). Returns false, having done nothing, for any
+-- other record: the caller then reads it whole (readable) and calls `insert`.
+function insert_bucketed(b, id, rec)
+  local due, after = string.match(rec, '^(%d+)|%d()|%d+|%d+|0|')
+  if not due then
+    return false
+  end
+  local loc = placed(b, id, tonumber(due))
+  local writes = b.writes
+  local n = #writes
+  writes[n + 1] = id
+  writes[n + 2] = due .. '|' .. loc .. string.sub(rec, after)
+  return true
+end
+
+-- Puts id `id`, due at `due`, where that time says, relative to the batch's time and
+-- horizon (ready, staged, or its bucket: I2, I3), and returns its loc; its record is
+-- the caller's to queue (insert).
+function placed(b, id, due)
+  local h = b.h
   if due <= b.now then
-    j.loc = 's'
     local ready = b.ready
     if ready then
       ready[#ready + 1] = id
@@ -36,7 +64,6 @@ function insert(b, id, j)
       b.ready = { id }
     end
   elseif due < h then
-    j.loc = 's'
     local staged = b.staged
     if staged then
       local n = #staged
@@ -60,8 +87,8 @@ function insert(b, id, j)
       k, w, start = k + 1, w2, s2
     end
     -- One digit: KMAX < 10.
-    j.loc = string.sub('0123456789', k + 1, k + 1)
-    local member = M_BUCKET .. j.loc .. ':' .. string.format('%d', start)
+    local loc = string.sub('0123456789', k + 1, k + 1)
+    local member = M_BUCKET .. loc .. ':' .. string.format('%d', start)
     local sets = b.sets
     if sets == nil then
       b.sets, b.order = { [member] = { id } }, { member }
@@ -72,11 +99,9 @@ function insert(b, id, j)
       local ids = sets[member]
       ids[#ids + 1] = id
     end
+    return loc
   end
-  local writes = b.writes
-  local n = #writes
-  writes[n + 1] = id
-  writes[n + 2] = record(j)
+  return 's'
 end
 
 -- Checks, before anything is written, every key `flush` will write for batch `b` (and

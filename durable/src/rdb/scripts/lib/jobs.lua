@@ -37,6 +37,21 @@ function readable(rec, id)
            max = tonumber(max), skip = tonumber(skip), payload = string.sub(rec, pos) }
 end
 
+-- The due time (a number) and level digit of record `rec` when it is a job in a bucket
+-- (I2: loc one level digit, so no delivery number) whose skip is 0, else nil: one match
+-- of the record's head, no table and no copy of the payload, for the cold tier's
+-- per-job paths (readable's table costs ~3 µs per record, this ~0.7).
+function bucketed(rec)
+  if not rec then
+    return nil
+  end
+  local due, loc = string.match(rec, '^(%d+)|(%d)|%d+|%d+|0|')
+  if due then
+    return tonumber(due), loc
+  end
+  return nil
+end
+
 function unreadable(id)
   return 'field ' .. string.format('%q', id) .. ' is not a job record'
 end
