@@ -7,6 +7,8 @@
 use super::Core;
 use crate::sync::{lock, Mutex, MutexGuard};
 use crate::wheel::{Placed, Wheel};
+use std::mem::ManuallyDrop;
+use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 use std::task::{Poll, Waker};
 
@@ -87,8 +89,14 @@ impl Shard {
         }
     }
 
-    pub(crate) fn lock(&self) -> MutexGuard<'_, ShardState> {
-        lock(&self.state)
+    /// Takes the shard's lock. What must happen after the unlock is done by the guard's
+    /// drop (see [`ShardGuard`]).
+    pub(crate) fn lock(&self) -> ShardGuard<'_> {
+        ShardGuard {
+            shard: self,
+            state: ManuallyDrop::new(lock(&self.state)),
+            notify: None,
+        }
     }
 
     /// Registers a timer due at `deadline_tick` that wakes `waker`, and notifies the
@@ -168,12 +176,11 @@ impl Shard {
     /// expires): tells the driver if it must turn earlier (ground rule 4), with the lock
     /// released. Then, if the runtime went before the insert, its sweep did not wake this
     /// timer, but the sweep's unlock made the stop visible here: start the fallback.
-    fn placed(&self, mut state: MutexGuard<'_, ShardState>, queued: Option<u64>) {
-        let notify = state.notify_for(queued);
-        drop(state);
-        if let Some(tick) = notify {
-            self.core.wake_for(tick);
+    fn placed(&self, mut state: ShardGuard<'_>, queued: Option<u64>) {
+        if let Some(tick) = state.notify_for(queued) {
+            state.notify_after(tick);
         }
+        drop(state);
         self.core.ensure_driver();
     }
 }
@@ -193,10 +200,10 @@ impl Shard {
             Placed::Ready => Some(deadline_tick),
             Placed::Pending { queued } => state.notify_for(queued),
         };
-        drop(state);
         if let Some(tick) = notify {
-            self.core.wake_for(tick);
+            state.notify_after(tick);
         }
+        drop(state);
         self.core.ensure_driver();
         key
     }
@@ -220,6 +227,50 @@ impl Shard {
         self.core.release(waker);
         drop(keepalive);
         true
+    }
+}
+
+/// A shard's lock, held. It derefs to the shard's state; its drop releases the lock and
+/// then, with no lock held (ground rule 2), tells the driver of an expiry that the holder
+/// found earlier than the driver would turn on its own (ground rule 4).
+pub(crate) struct ShardGuard<'a> {
+    shard: &'a Shard,
+    state: ManuallyDrop<MutexGuard<'a, ShardState>>,
+    /// The tick to call [`Core::wake_for`] with after the unlock, if any.
+    notify: Option<u64>,
+}
+
+impl ShardGuard<'_> {
+    /// Asks for [`Core::wake_for`]`(tick)` once the lock is released.
+    pub(crate) fn notify_after(&mut self, tick: u64) {
+        self.notify = Some(self.notify.map_or(tick, |earlier| earlier.min(tick)));
+    }
+}
+
+impl Deref for ShardGuard<'_> {
+    type Target = ShardState;
+
+    fn deref(&self) -> &ShardState {
+        &self.state
+    }
+}
+
+impl DerefMut for ShardGuard<'_> {
+    fn deref_mut(&mut self) -> &mut ShardState {
+        &mut self.state
+    }
+}
+
+impl Drop for ShardGuard<'_> {
+    fn drop(&mut self) {
+        // SAFETY: dropped once, here, and never used after.
+        #[allow(unsafe_code)]
+        unsafe {
+            ManuallyDrop::drop(&mut self.state)
+        };
+        if let Some(tick) = self.notify {
+            self.shard.core.wake_for(tick);
+        }
     }
 }
 
