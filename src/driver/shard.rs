@@ -4,6 +4,7 @@
 //! instructions and hands back what must be dropped or woken, to be done after unlocking
 //! (ground rule 2 in [`driver`](super)).
 
+use super::owner::{Owner, Published};
 use super::Core;
 use crate::sync::{lock, Mutex, MutexGuard};
 use crate::wheel::{Placed, Wheel};
@@ -19,6 +20,8 @@ use std::task::{Poll, Waker};
 pub(crate) struct Shard {
     pub(crate) core: Arc<Core>,
     state: Mutex<ShardState>,
+    /// The thread that registers here without the lock, and its log (see [`owner`](super::owner)).
+    pub(super) owner: Owner,
 }
 
 pub(crate) struct ShardState {
@@ -39,14 +42,25 @@ pub(crate) struct ShardState {
     /// run entry, so pending ones keep their timer alive, as a spawned task keeps its
     /// runtime. (A manual clock's cannot: nothing but a handle can advance it.)
     keepalive: Option<Arc<Shard>>,
+    /// Which keys are the owner's: placeholders of its reserve, and live timers it
+    /// registered (see [`owner`](super::owner)).
+    pub(super) owned: Bits,
+    /// How many entries are placeholders, not timers.
+    pub(super) placeholders: usize,
+    /// Whether the shard has an owner's log (from its first claim on).
+    pub(super) logged: bool,
+    /// The log's next slot to apply.
+    pub(super) head: u64,
+    /// The hints the owner reads, as last stored.
+    pub(super) published: Published,
 }
 
 /// One bit per slab key.
 #[derive(Default)]
-struct Bits(Vec<u64>);
+pub(super) struct Bits(Vec<u64>);
 
 impl Bits {
-    fn set(&mut self, key: usize) {
+    pub(super) fn set(&mut self, key: usize) {
         let word = key / 64;
         if word >= self.0.len() {
             self.0.resize(word + 1, 0);
@@ -54,13 +68,13 @@ impl Bits {
         self.0[word] |= 1 << (key % 64);
     }
 
-    fn clear(&mut self, key: usize) {
+    pub(super) fn clear(&mut self, key: usize) {
         if let Some(word) = self.0.get_mut(key / 64) {
             *word &= !(1 << (key % 64));
         }
     }
 
-    fn get(&self, key: usize) -> bool {
+    pub(super) fn get(&self, key: usize) -> bool {
         self.0
             .get(key / 64)
             .is_some_and(|word| word & (1 << (key % 64)) != 0)
@@ -85,24 +99,50 @@ impl Shard {
                 runs: Bits::default(),
                 run_count: 0,
                 keepalive: None,
+                owned: Bits::default(),
+                placeholders: 0,
+                logged: false,
+                head: 0,
+                published: Published::default(),
             }),
+            owner: Owner::new(),
         }
     }
 
-    /// Takes the shard's lock. What must happen after the unlock is done by the guard's
-    /// drop (see [`ShardGuard`]).
+    /// Takes the shard's lock and applies the owner's log (ground rule 4 included), so
+    /// that the holder sees every timer registered here. What must happen after the
+    /// unlock is done by the guard's drop (see [`ShardGuard`]).
     pub(crate) fn lock(&self) -> ShardGuard<'_> {
-        ShardGuard {
+        self.lock_draining(true)
+    }
+
+    /// [`lock`](Self::lock) for the turn, which sets `armed` from what it finds: the
+    /// drained inserts notify nobody.
+    pub(super) fn lock_for_turn(&self) -> ShardGuard<'_> {
+        self.lock_draining(false)
+    }
+
+    fn lock_draining(&self, notify: bool) -> ShardGuard<'_> {
+        let mut guard = ShardGuard {
             shard: self,
             state: ManuallyDrop::new(lock(&self.state)),
             notify: None,
+        };
+        if guard.logged {
+            self.drain(&mut guard, notify);
         }
+        guard
     }
 
     /// Registers a timer due at `deadline_tick` that wakes `waker`, and notifies the
     /// driver if its bucket expires before the driver would wake on its own.
     pub(crate) fn register(self: &Arc<Self>, deadline_tick: u64, waker: Waker) -> Registered {
+        let waker = match self.register_owned(deadline_tick, waker) {
+            Ok(registered) => return registered,
+            Err(waker) => waker,
+        };
         let mut state = self.lock();
+        self.claim_or_refill(&mut state);
         let (key, placed) = state.wheel.insert(deadline_tick, waker);
         match placed {
             Placed::Ready => {
@@ -124,7 +164,7 @@ impl Shard {
     pub(crate) fn poll(&self, key: usize, waker: &Waker) -> Poll<()> {
         let mut state = self.lock();
         if state.wheel.has_fired(key) {
-            let old = state.wheel.try_remove(key);
+            let old = self.release_key(&mut state, key);
             drop(state);
             self.core.release(old);
             return Poll::Ready(());
@@ -152,7 +192,7 @@ impl Shard {
     /// Forgets a registered timer, handing back its waker to be dropped unlocked. O(1).
     #[must_use = "the waker is dropped by the caller, after the lock"]
     pub(crate) fn cancel(&self, key: usize) -> Option<Waker> {
-        self.lock().wheel.try_remove(key)
+        self.release_key(&mut self.lock(), key)
     }
 
     /// Moves a registered timer to `deadline_tick`, keeping its waker. `Err` with the
@@ -162,7 +202,7 @@ impl Shard {
         let mut state = self.lock();
         match state.wheel.reset(key, deadline_tick) {
             Placed::Ready => {
-                let waker = state.wheel.try_remove(key);
+                let waker = self.release_key(&mut state, key);
                 Err(waker.expect("a registered timer's key is held"))
             }
             Placed::Pending { queued } => {
@@ -263,6 +303,9 @@ impl DerefMut for ShardGuard<'_> {
 
 impl Drop for ShardGuard<'_> {
     fn drop(&mut self) {
+        if self.state.logged {
+            self.shard.publish(&mut self.state);
+        }
         // SAFETY: dropped once, here, and never used after.
         #[allow(unsafe_code)]
         unsafe {
@@ -306,7 +349,7 @@ impl ShardState {
 
     /// The tick to notify the driver for, if a bucket just queued at `queued` expires
     /// before the driver would wake on its own (ground rule 4); lowers `armed` to it.
-    fn notify_for(&mut self, queued: Option<u64>) -> Option<u64> {
+    pub(super) fn notify_for(&mut self, queued: Option<u64>) -> Option<u64> {
         let expiration = queued?;
         if self.armed.is_some_and(|armed| armed <= expiration) {
             return None;
