@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Miri over the tests that reach the timer crate's `unsafe` code: the purgatory's
 # (`arc_from_ptr` in its checks, the condition's cell in `op.rs`; src/sync.rs's own waker
-# vtable is loom's only). tests/purgatory.rs (threshold waits included) and
+# vtable is loom's only), and the shard owner's log (its slots' and reserve's cells,
+# src/driver/owner.rs: the lib's `driver::owner` test, an owner and a foreign thread). tests/purgatory.rs (threshold waits included) and
 # tests/purgatory_races.rs run whole, their large counts cut under `cfg(miri)`;
 # tests/purgatory_prop.rs (proptest: thousands of cases) is left to the native runs.
 # Installs nightly's miri component when it is missing.
@@ -19,3 +20,4 @@ timeout 600 cargo +nightly miri setup
 # Isolation off: the tests' runtimes and watchdogs read the real clock.
 export MIRIFLAGS="${MIRIFLAGS:--Zmiri-disable-isolation}"
 timeout 1500 cargo +nightly miri test -p tickless --test purgatory --test purgatory_races
+timeout 600 cargo +nightly miri test -p tickless --lib -- driver::owner::

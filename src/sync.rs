@@ -6,14 +6,22 @@
 
 #[cfg(tickless_loom)]
 pub(crate) use loom::sync::{
-    atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicU8, Ordering},
+    atomic::{fence, AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicU8, Ordering},
     Condvar, Mutex, MutexGuard,
 };
 #[cfg(not(tickless_loom))]
 pub(crate) use std::sync::{
-    atomic::{AtomicI64, AtomicU32, AtomicU64, AtomicU8, Ordering},
+    atomic::{fence, AtomicI64, AtomicU32, AtomicU64, AtomicU8, Ordering},
     Condvar, Mutex, MutexGuard,
 };
+
+/// Thread-locals whose destructors a protocol depends on (a shard's owner orphans its
+/// shards when its thread exits): loom's under the cfg, which runs them at a model
+/// thread's end.
+#[cfg(tickless_loom)]
+pub(crate) use loom::thread_local;
+#[cfg(not(tickless_loom))]
+pub(crate) use std::thread_local;
 
 /// The purgatory's references to its operations: loom's under the cfg, so that a model
 /// sees every reference the key index, the timer's waker and the handles hold, and fails

@@ -37,7 +37,11 @@
 //! # Ground rules
 //!
 //! 1. A shard's wheel, its `armed` tick and its run-entry marks are touched only with that
-//!    shard's lock held. Outside any lock are the clock (read-mostly atomics, see
+//!    shard's lock held. The one way in without it is the shard owner's log ([`owner`]):
+//!    the thread that owns a shard writes its registers there, and every lock holder
+//!    applies the log, in order, before it looks at anything ([`Shard::lock`] drains it),
+//!    so under the lock the wheel is as if each of those registers had been locked. Cancels,
+//!    polls and resets, the owner's too, take the lock. Outside any lock are the clock (read-mostly atomics, see
 //!    [`clock`]), the `mode` (which only moves forward: tokio to stopped, when the runtime
 //!    goes, then stopped to fallback, when a driver thread takes over), the counters,
 //!    `requested` (the earliest tick inserts asked the alarm for) and the [token](token)
@@ -47,11 +51,16 @@
 //!    after the lock is released: dropping a waker can drop a task that owns a `Sleep`,
 //!    whose `Drop` takes the lock. Every wake of a stored waker is caught and counted in
 //!    `waker_panics`; the caller records what the wake means (a `Sleep` marks itself
-//!    elapsed) *before* waking, so a panic leaves nothing half done.
+//!    elapsed) *before* waking, so a panic leaves nothing half done. What a lock holder
+//!    must tell the driver ([`Core::wake_for`], which can turn, and take locks) its guard
+//!    does after the unlock.
 //! 3. A timer's entry belongs to its owner (a `Sleep`, an `Interval`, a `DelayQueue`).
 //!    The driver may move it to the ready list and take its waker, but only the owner
 //!    removes it (on completion, reset or drop), so an owner's key never names another
-//!    owner's entry.
+//!    owner's entry. A shard owner registers with keys from a reserve of placeholders
+//!    (entries linked nowhere, due never); a key returns to the reserve only under the
+//!    lock, after the log was applied, so it is never handed out while an insert of its
+//!    last use is still in the log.
 //! 4. No expiry is missed. A shard's `armed` is the earliest tick the driver is known to
 //!    turn at, as far as that shard is concerned: each turn sets it to the shard's own
 //!    next expiration, which is no earlier than the tick the driver then waits for (the
@@ -60,7 +69,16 @@
 //!    insert leaves the driver alone. Both happen under the shard lock, so an insert either
 //!    comes before the turn looked at its shard (and the turn sees it) or after (and sees
 //!    the `armed` that turn set). A manual clock's shards keep `armed = Some(0)`: nothing
-//!    but `advance` moves its time, so inserts never notify.
+//!    but `advance` moves its time, so inserts never notify. A shard owner's insert through
+//!    the log has no lock: the lock holder publishes `armed` and the wheel's time as hints,
+//!    the owner writes its insert, `fence(SeqCst)`, then reads them (and locks, which
+//!    applies rule 4, when its bucket may expire before `armed` or its deadline has come),
+//!    and the turn, after it publishes `armed` and unlocks, does `fence(SeqCst)` and looks
+//!    at the log again: one of the two sees the other. Every drain outside the turn applies
+//!    rule 4 to what it drains, as a locked insert does (the turn may have raised `armed`
+//!    past an insert that someone else then drains), and an insert it finds already due
+//!    has its guard tell the driver. The runtime's end pairs with the owner the same way:
+//!    the mode switch, `fence(SeqCst)`, then the sweep (whose locks drain).
 //! 5. Turns do not run at once. The driver thread is the only one to turn a
 //!    thread-driven timer; tokio and manual timers turn only under the [token](token),
 //!    which also makes the work asked for while a turn runs (a re-arm, another advance)
@@ -79,6 +97,7 @@
 //!    clock of whichever thread asks.
 
 pub(crate) mod clock;
+mod owner;
 pub(crate) mod registration;
 pub(crate) mod runtime;
 pub(crate) mod shard;

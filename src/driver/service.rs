@@ -4,7 +4,7 @@
 use super::token::{Requested, FIRE, REARM, STOP};
 use super::turn::wake_all;
 use super::{Alarm, Armed, Core, Mode, Rearmed, Scratch, Token};
-use crate::sync::{lock, Ordering};
+use crate::sync::{fence, lock, Ordering};
 use std::sync::Arc;
 
 #[cfg(not(tickless_loom))]
@@ -153,6 +153,9 @@ impl Core {
         if !self.switch_mode(Mode::Tokio, Mode::Stopped) {
             return;
         }
+        // The pair with an owner's register (see `owner`): it reads the stop after its
+        // insert, or the sweep's lock drains that insert and wakes it.
+        fence(Ordering::SeqCst);
         self.clock.use_real_clock(runtime_now);
         let mut wakers = Vec::new();
         let mut runs = None;

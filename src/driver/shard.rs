@@ -4,9 +4,12 @@
 //! instructions and hands back what must be dropped or woken, to be done after unlocking
 //! (ground rule 2 in [`driver`](super)).
 
+use super::owner::{Owner, Published};
 use super::Core;
 use crate::sync::{lock, Mutex, MutexGuard};
 use crate::wheel::{Placed, Wheel};
+use std::mem::ManuallyDrop;
+use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 use std::task::{Poll, Waker};
 
@@ -17,6 +20,8 @@ use std::task::{Poll, Waker};
 pub(crate) struct Shard {
     pub(crate) core: Arc<Core>,
     state: Mutex<ShardState>,
+    /// The thread that registers here without the lock, and its log (see [`owner`](super::owner)).
+    pub(super) owner: Owner,
 }
 
 pub(crate) struct ShardState {
@@ -37,14 +42,25 @@ pub(crate) struct ShardState {
     /// run entry, so pending ones keep their timer alive, as a spawned task keeps its
     /// runtime. (A manual clock's cannot: nothing but a handle can advance it.)
     keepalive: Option<Arc<Shard>>,
+    /// Which keys are the owner's: placeholders of its reserve, and live timers it
+    /// registered (see [`owner`](super::owner)).
+    pub(super) owned: Bits,
+    /// How many entries are placeholders, not timers.
+    pub(super) placeholders: usize,
+    /// Whether the shard has an owner's log (from its first claim on).
+    pub(super) logged: bool,
+    /// The log's next slot to apply.
+    pub(super) head: u64,
+    /// The hints the owner reads, as last stored.
+    pub(super) published: Published,
 }
 
 /// One bit per slab key.
 #[derive(Default)]
-struct Bits(Vec<u64>);
+pub(super) struct Bits(Vec<u64>);
 
 impl Bits {
-    fn set(&mut self, key: usize) {
+    pub(super) fn set(&mut self, key: usize) {
         let word = key / 64;
         if word >= self.0.len() {
             self.0.resize(word + 1, 0);
@@ -52,13 +68,13 @@ impl Bits {
         self.0[word] |= 1 << (key % 64);
     }
 
-    fn clear(&mut self, key: usize) {
+    pub(super) fn clear(&mut self, key: usize) {
         if let Some(word) = self.0.get_mut(key / 64) {
             *word &= !(1 << (key % 64));
         }
     }
 
-    fn get(&self, key: usize) -> bool {
+    pub(super) fn get(&self, key: usize) -> bool {
         self.0
             .get(key / 64)
             .is_some_and(|word| word & (1 << (key % 64)) != 0)
@@ -83,18 +99,50 @@ impl Shard {
                 runs: Bits::default(),
                 run_count: 0,
                 keepalive: None,
+                owned: Bits::default(),
+                placeholders: 0,
+                logged: false,
+                head: 0,
+                published: Published::default(),
             }),
+            owner: Owner::new(),
         }
     }
 
-    pub(crate) fn lock(&self) -> MutexGuard<'_, ShardState> {
-        lock(&self.state)
+    /// Takes the shard's lock and applies the owner's log (ground rule 4 included), so
+    /// that the holder sees every timer registered here. What must happen after the
+    /// unlock is done by the guard's drop (see [`ShardGuard`]).
+    pub(crate) fn lock(&self) -> ShardGuard<'_> {
+        self.lock_draining(true)
+    }
+
+    /// [`lock`](Self::lock) for the turn, which sets `armed` from what it finds: the
+    /// drained inserts notify nobody.
+    pub(super) fn lock_for_turn(&self) -> ShardGuard<'_> {
+        self.lock_draining(false)
+    }
+
+    fn lock_draining(&self, notify: bool) -> ShardGuard<'_> {
+        let mut guard = ShardGuard {
+            shard: self,
+            state: ManuallyDrop::new(lock(&self.state)),
+            notify: None,
+        };
+        if guard.logged {
+            self.drain(&mut guard, notify);
+        }
+        guard
     }
 
     /// Registers a timer due at `deadline_tick` that wakes `waker`, and notifies the
     /// driver if its bucket expires before the driver would wake on its own.
     pub(crate) fn register(self: &Arc<Self>, deadline_tick: u64, waker: Waker) -> Registered {
+        let waker = match self.register_owned(deadline_tick, waker) {
+            Ok(registered) => return registered,
+            Err(waker) => waker,
+        };
         let mut state = self.lock();
+        self.claim_or_refill(&mut state);
         let (key, placed) = state.wheel.insert(deadline_tick, waker);
         match placed {
             Placed::Ready => {
@@ -116,7 +164,7 @@ impl Shard {
     pub(crate) fn poll(&self, key: usize, waker: &Waker) -> Poll<()> {
         let mut state = self.lock();
         if state.wheel.has_fired(key) {
-            let old = state.wheel.try_remove(key);
+            let old = self.release_key(&mut state, key);
             drop(state);
             self.core.release(old);
             return Poll::Ready(());
@@ -144,7 +192,7 @@ impl Shard {
     /// Forgets a registered timer, handing back its waker to be dropped unlocked. O(1).
     #[must_use = "the waker is dropped by the caller, after the lock"]
     pub(crate) fn cancel(&self, key: usize) -> Option<Waker> {
-        self.lock().wheel.try_remove(key)
+        self.release_key(&mut self.lock(), key)
     }
 
     /// Moves a registered timer to `deadline_tick`, keeping its waker. `Err` with the
@@ -154,7 +202,7 @@ impl Shard {
         let mut state = self.lock();
         match state.wheel.reset(key, deadline_tick) {
             Placed::Ready => {
-                let waker = state.wheel.try_remove(key);
+                let waker = self.release_key(&mut state, key);
                 Err(waker.expect("a registered timer's key is held"))
             }
             Placed::Pending { queued } => {
@@ -168,12 +216,11 @@ impl Shard {
     /// expires): tells the driver if it must turn earlier (ground rule 4), with the lock
     /// released. Then, if the runtime went before the insert, its sweep did not wake this
     /// timer, but the sweep's unlock made the stop visible here: start the fallback.
-    fn placed(&self, mut state: MutexGuard<'_, ShardState>, queued: Option<u64>) {
-        let notify = state.notify_for(queued);
-        drop(state);
-        if let Some(tick) = notify {
-            self.core.wake_for(tick);
+    fn placed(&self, mut state: ShardGuard<'_>, queued: Option<u64>) {
+        if let Some(tick) = state.notify_for(queued) {
+            state.notify_after(tick);
         }
+        drop(state);
         self.core.ensure_driver();
     }
 }
@@ -193,10 +240,10 @@ impl Shard {
             Placed::Ready => Some(deadline_tick),
             Placed::Pending { queued } => state.notify_for(queued),
         };
-        drop(state);
         if let Some(tick) = notify {
-            self.core.wake_for(tick);
+            state.notify_after(tick);
         }
+        drop(state);
         self.core.ensure_driver();
         key
     }
@@ -220,6 +267,53 @@ impl Shard {
         self.core.release(waker);
         drop(keepalive);
         true
+    }
+}
+
+/// A shard's lock, held. It derefs to the shard's state; its drop releases the lock and
+/// then, with no lock held (ground rule 2), tells the driver of an expiry that the holder
+/// found earlier than the driver would turn on its own (ground rule 4).
+pub(crate) struct ShardGuard<'a> {
+    shard: &'a Shard,
+    state: ManuallyDrop<MutexGuard<'a, ShardState>>,
+    /// The tick to call [`Core::wake_for`] with after the unlock, if any.
+    notify: Option<u64>,
+}
+
+impl ShardGuard<'_> {
+    /// Asks for [`Core::wake_for`]`(tick)` once the lock is released.
+    pub(crate) fn notify_after(&mut self, tick: u64) {
+        self.notify = Some(self.notify.map_or(tick, |earlier| earlier.min(tick)));
+    }
+}
+
+impl Deref for ShardGuard<'_> {
+    type Target = ShardState;
+
+    fn deref(&self) -> &ShardState {
+        &self.state
+    }
+}
+
+impl DerefMut for ShardGuard<'_> {
+    fn deref_mut(&mut self) -> &mut ShardState {
+        &mut self.state
+    }
+}
+
+impl Drop for ShardGuard<'_> {
+    fn drop(&mut self) {
+        if self.state.logged {
+            self.shard.publish(&mut self.state);
+        }
+        // SAFETY: dropped once, here, and never used after.
+        #[allow(unsafe_code)]
+        unsafe {
+            ManuallyDrop::drop(&mut self.state)
+        };
+        if let Some(tick) = self.notify {
+            self.shard.core.wake_for(tick);
+        }
     }
 }
 
@@ -255,7 +349,7 @@ impl ShardState {
 
     /// The tick to notify the driver for, if a bucket just queued at `queued` expires
     /// before the driver would wake on its own (ground rule 4); lowers `armed` to it.
-    fn notify_for(&mut self, queued: Option<u64>) -> Option<u64> {
+    pub(super) fn notify_for(&mut self, queued: Option<u64>) -> Option<u64> {
         let expiration = queued?;
         if self.armed.is_some_and(|armed| armed <= expiration) {
             return None;

@@ -174,7 +174,7 @@ impl Core {
             snapshot.buckets_flushed += counters.buckets_flushed;
             snapshot.entries_fired += counters.entries_fired;
             snapshot.entries_demoted += counters.entries_demoted;
-            snapshot.registered += state.wheel.len() - state.run_count;
+            snapshot.registered += state.wheel.len() - state.run_count - state.placeholders;
             snapshot.pending_runs += state.run_count;
             snapshot.levels = snapshot.levels.max(state.wheel.levels());
         }

@@ -3,7 +3,7 @@
 
 use super::shard::{Shard, ShardState};
 use super::{Core, Mode};
-use crate::sync::Ordering;
+use crate::sync::{fence, Ordering};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::task::Waker;
@@ -64,41 +64,55 @@ impl Core {
         let mut next: Option<u64> = None;
         let mut panics = 0;
         for shard in self.shards() {
-            let mut state = shard.lock();
-            if state.wheel.ready_is_empty() {
-                // The due entries' wakers are taken as the flush finds them, in cache;
-                // walking the ready list afterwards would miss on every entry (W2). Only
-                // when nothing waits there already, so the order is the ready list's.
-                let fired = &mut scratch.fired;
-                state
-                    .wheel
-                    .advance_handing_out(now_tick, |key, waker| fired.push((key, take(waker))));
-                for (key, waker) in scratch.fired.drain(..) {
-                    scratch.due.sort(&mut state, key, waker);
+            let mut state = shard.lock_for_turn();
+            // Again from here while the second look below finds the owner's log written.
+            let shard_next = loop {
+                if state.wheel.ready_is_empty() {
+                    // The due entries' wakers are taken as the flush finds them, in cache;
+                    // walking the ready list afterwards would miss on every entry (W2). Only
+                    // when nothing waits there already, so the order is the ready list's.
+                    let fired = &mut scratch.fired;
+                    state
+                        .wheel
+                        .advance_handing_out(now_tick, |key, waker| fired.push((key, take(waker))));
+                    for (key, waker) in scratch.fired.drain(..) {
+                        scratch.due.sort(&mut state, key, waker);
+                    }
+                } else {
+                    state.wheel.advance(now_tick);
                 }
-            } else {
-                state.wheel.advance(now_tick);
-            }
-            loop {
-                while scratch.due.wakers.len() < WAKE_BATCH {
-                    let Some((key, waker)) = state.wheel.pop_ready() else {
+                loop {
+                    while scratch.due.wakers.len() < WAKE_BATCH {
+                        let Some((key, waker)) = state.wheel.pop_ready() else {
+                            break;
+                        };
+                        let waker = take(waker);
+                        scratch.due.sort(&mut state, key, waker);
+                    }
+                    if scratch.due.wakers.is_empty() {
                         break;
-                    };
-                    let waker = take(waker);
-                    scratch.due.sort(&mut state, key, waker);
+                    }
+                    drop(state);
+                    panics += wake_all(&mut scratch.due.wakers);
+                    state = shard.lock_for_turn();
                 }
-                if scratch.due.wakers.is_empty() {
-                    break;
+                let shard_next = state.wheel.next_expiration();
+                if !manual {
+                    state.armed = shard_next;
                 }
-                drop(state);
-                panics += wake_all(&mut scratch.due.wakers);
-                state = shard.lock();
-            }
-            let shard_next = state.wheel.next_expiration();
-            if !manual {
-                state.armed = shard_next;
-            }
-            drop(state);
+                let logged = state.logged;
+                drop(state); // publishes `armed` for the owner
+                             // The turn's half of the pair with the owner's register (see `owner`): the
+                             // owner read this `armed`, or its insert is seen here.
+                if logged {
+                    fence(Ordering::SeqCst);
+                    if shard.log_pending() {
+                        state = shard.lock_for_turn();
+                        continue;
+                    }
+                }
+                break shard_next;
+            };
             next = match (next, shard_next) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),

@@ -217,6 +217,51 @@ impl<T> Wheel<T> {
         self.place(key as u32)
     }
 
+    /// Takes a key for a later [`fill`](Self::fill): an entry due never and linked
+    /// nowhere (as a fired one handed out), so no advance, flush or ready list sees it.
+    pub(crate) fn placeholder(&mut self, value: T) -> usize {
+        let key = self.entries.vacant_key();
+        assert!(
+            key < END as usize,
+            "tickless: more than {} timers held at once",
+            END - 1
+        );
+        self.entries.insert(Entry::new(u64::MAX, value))
+    }
+
+    /// Fills a placeholder (an entry linked nowhere) with a deadline and a value, and places
+    /// it as [`insert`](Self::insert) would; hands back the value it held.
+    pub(crate) fn fill(&mut self, key: usize, deadline_tick: u64, value: T) -> (T, Placed) {
+        let entry = &mut self.entries[key];
+        debug_assert!(!entry.is_linked(), "filled a placed entry");
+        entry.deadline_tick = deadline_tick;
+        let old = std::mem::replace(&mut entry.value, value);
+        (old, self.place(key as u32))
+    }
+
+    /// Makes a held entry a placeholder again (unlinked, due never, holding `value`), and
+    /// hands back the value it held. O(1).
+    pub(crate) fn vacate(&mut self, key: usize, value: T) -> T {
+        self.unlink(key as u32);
+        let entry = &mut self.entries[key];
+        entry.deadline_tick = u64::MAX;
+        std::mem::replace(&mut entry.value, value)
+    }
+
+    /// The wheel's time: the tick of its last advance.
+    pub(crate) fn elapsed_tick(&self) -> u64 {
+        self.elapsed_tick
+    }
+
+    /// A lower bound of the expiration of the bucket that an insert due at `deadline_tick`
+    /// would queue in a wheel of `2^shift` buckets per level, when the wheel's time is
+    /// `elapsed_tick` or later (`deadline_tick > elapsed_tick`): a later time picks the same
+    /// or a lower level, whose bucket starts the same or later.
+    pub(crate) fn expiration_bound(shift: u32, elapsed_tick: u64, deadline_tick: u64) -> u64 {
+        let level = level::level_for(shift, elapsed_tick, deadline_tick);
+        level::bucket_start(shift, level, deadline_tick)
+    }
+
     /// Whether the entry's deadline has come (it is ready or fired).
     ///
     /// # Panics

@@ -1,0 +1,174 @@
+//! The shard owner's log under loom (see [`owner`](crate::driver::owner)): its inserts,
+//! applied by whoever locks next, against a turn, a foreign cancel, the runtime's end, the
+//! owner's exit and a new owner. The model's main thread claims a shard at its first
+//! register there; its later registers go through the log (2 slots under loom, a reserve
+//! of 4 keys).
+//!
+//! Each model fails with the owner's or the turn's `fence(SeqCst)` removed, or with the
+//! drain's ground rule 4 removed (checked by hand; see the issue 41 notes in
+//! `benches/results/issue41-owner-shard.md`).
+
+use super::*;
+
+/// A model explored with at most `bound` preemptions: a turn, the token and a log in
+/// three threads are too many interleavings to explore whole within CI's time.
+fn bounded(bound: usize, f: impl Fn() + Sync + Send + 'static) {
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = Some(bound);
+    builder.check(f);
+}
+
+/// A tokio-mode core with one shard that the calling thread owns, holding a timer at 3
+/// (the first register, locked, claims the shard) and one at 100 (through the log), and a
+/// first turn at 0 that arms the alarm at 3 and publishes that `armed`.
+fn owned_core() -> (Arc<Core>, Arc<Shard>, LoomArc<AtomicU64>, [Registration; 2]) {
+    let (core, shard, armed) = core(Mode::Tokio);
+    let early = registered(&shard, 3, Waker::noop());
+    let late = registered(&shard, 100, Waker::noop());
+    core.alarm_went_off();
+    assert_eq!(armed.load(Ordering::SeqCst), 3);
+    (core, shard, armed, [early, late])
+}
+
+/// The owner registers a timer due at 10 through the log while the alarm's turn at 5
+/// fires the timer at 3 (raising `armed` past 10) and a foreign thread drops a timer
+/// whose insert is still in the log (its lock drains the log, the new insert too, maybe):
+/// the turn sees the timer at 10 or the alarm moves to it.
+#[test]
+fn loom_owner_register_vs_turn_vs_foreign_cancel_of_an_entry_in_the_log() {
+    bounded(2, || {
+        let (core, shard, armed, _held) = owned_core();
+        let moved = registered(&shard, 50, Waker::noop()); // in the log
+        at(&core, 5);
+        let turner = {
+            let core = core.clone();
+            loom::thread::spawn(move || core.alarm_went_off())
+        };
+        let foreign = loom::thread::spawn(move || drop(moved));
+        let inserted = registered(&shard, 10, Waker::noop());
+        turner.join().unwrap();
+        foreign.join().unwrap();
+        let alarm = armed.load(Ordering::SeqCst);
+        assert!(alarm <= 10, "a timer due at 10, the alarm at {alarm}");
+        drop(inserted);
+        assert_eq!(
+            core.snapshot().registered,
+            2,
+            "the foreign cancel left its entry"
+        );
+    });
+}
+
+/// The owner fills the log (two inserts), registers a third under the lock (the log is
+/// full: the lock drains it) and a fourth through the log, while the alarm's turn at 5
+/// raises `armed` past them: every one is seen by the turn or moves the alarm.
+#[test]
+fn loom_a_full_log_takes_the_lock_and_no_insert_is_missed_by_the_turn() {
+    bounded(2, || {
+        let (core, shard, armed, _held) = owned_core();
+        at(&core, 5);
+        let turner = {
+            let core = core.clone();
+            loom::thread::spawn(move || core.alarm_went_off())
+        };
+        let timers: Vec<Registration> = [20, 30, 40, 10]
+            .into_iter()
+            .map(|tick| registered(&shard, tick, Waker::noop()))
+            .collect();
+        turner.join().unwrap();
+        let alarm = armed.load(Ordering::SeqCst);
+        assert!(alarm <= 10, "a timer due at 10, the alarm at {alarm}");
+        drop(timers);
+        assert_eq!(core.snapshot().registered, 2);
+    });
+}
+
+/// The runtime goes while the owner registers through the log: the timer is woken by the
+/// sweep (whose lock drained it) or finds the fallback driver started.
+#[test]
+fn loom_the_runtime_going_as_the_owner_registers_through_the_log_leaves_none_asleep() {
+    bounded(3, || {
+        let (core, shard, _armed, _held) = owned_core();
+        let (count, waker) = counter();
+        let gone = {
+            let core = core.clone();
+            loom::thread::spawn(move || core.runtime_gone(None))
+        };
+        let timer = registered(&shard, 10, &waker);
+        gone.join().unwrap();
+        let woken = count.0.load(Ordering::SeqCst) == 1;
+        let fallback = core.fallback_started.load(Ordering::SeqCst);
+        assert!(
+            woken || fallback,
+            "registered through the log as the runtime went: neither woken nor driven"
+        );
+        drop(timer);
+        assert_eq!(core.snapshot().registered, 2);
+    });
+}
+
+/// An owner registers two timers (the first claims the shard, the second goes through the
+/// log) and its thread exits (orphaning the shard) while a second thread registers there
+/// (claiming it, or under the lock) and the alarm's turn at 3 fires a callback that had
+/// the alarm at 3: the turn sees the timer due at 5, or someone moves the alarm to it.
+/// Also: the log passes from the first owner to the next with no slot touched by both.
+#[test]
+fn loom_an_orphaned_shard_vs_a_turn_vs_a_new_owner_misses_no_expiry() {
+    bounded(2, || {
+        let (core, shard, armed) = core(Mode::Tokio);
+        let callback = crate::callback::schedule_on(&shard, 3, || {});
+        core.alarm_went_off();
+        assert_eq!(armed.load(Ordering::SeqCst), 3);
+        at(&core, 3);
+        let owner = {
+            let shard = shard.clone();
+            loom::thread::spawn(move || {
+                let first = registered(&shard, 10, Waker::noop());
+                let second = registered(&shard, 5, Waker::noop());
+                (first, second) // its thread-locals are dropped after: the orphaning
+            })
+        };
+        let next = {
+            let shard = shard.clone();
+            loom::thread::spawn(move || registered(&shard, 100, Waker::noop()))
+        };
+        core.alarm_went_off();
+        let timers = owner.join().unwrap();
+        let other = next.join().unwrap();
+        assert!(callback.has_fired());
+        let alarm = armed.load(Ordering::SeqCst);
+        assert!(alarm <= 5, "a timer due at 5, the alarm at {alarm}");
+        drop((timers, other));
+        assert_eq!(core.snapshot().registered, 0);
+    });
+}
+
+/// The owner registers a timer due at 5, through the log, while the alarm's turn moves the
+/// wheel to 6 and a foreign thread drops another timer: when the foreign lock is the one
+/// that applies the insert, already due, the guard tells the driver after the unlock. The
+/// timer is woken, or completed at once, or has the alarm moved to it.
+#[test]
+fn loom_an_insert_drained_as_due_by_a_foreign_lock_wakes_the_driver() {
+    bounded(2, || {
+        let (core, shard, armed, _held) = owned_core();
+        let moved = registered(&shard, 50, Waker::noop());
+        at(&core, 6);
+        let turner = {
+            let core = core.clone();
+            loom::thread::spawn(move || core.alarm_went_off())
+        };
+        let foreign = loom::thread::spawn(move || drop(moved));
+        let (stamp, waker) = Stamp::new(&core);
+        let mut timer = Registration::new(shard.clone(), IDLE);
+        let registered = timer.register(5, Some(&waker));
+        turner.join().unwrap();
+        foreign.join().unwrap();
+        let alarm = armed.load(Ordering::SeqCst);
+        assert!(
+            registered.is_ready() || stamp.wakes() == 1 || alarm <= 5,
+            "due at 5 with the wheel at 6: not completed, not woken, the alarm at {alarm}"
+        );
+        assert!(stamp.wakes() <= 1, "woken twice");
+        drop(timer);
+    });
+}
