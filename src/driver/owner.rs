@@ -342,10 +342,11 @@ impl Shard {
         self.owner.head.store(head, Ordering::Release);
     }
 
-    /// Whether the log holds inserts no drain has applied (the turn's second look, after
-    /// its fence).
-    pub(super) fn log_pending(&self) -> bool {
-        self.owner.tail.load(Ordering::Acquire) != self.owner.head.load(Ordering::Relaxed)
+    /// Whether the owner has written inserts past `head`, the log's head when the turn
+    /// last let go of the lock (the turn's second look, after its fence), whether or not
+    /// another lock has applied them since.
+    pub(super) fn log_moved_since(&self, head: u64) -> bool {
+        self.owner.tail.load(Ordering::Acquire) != head
     }
 
     /// Stores the hints the owner reads, where they changed. Under the lock, on a shard

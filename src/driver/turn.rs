@@ -101,12 +101,17 @@ impl Core {
                     state.armed = shard_next;
                 }
                 let logged = state.logged;
+                let head = state.head;
                 drop(state); // publishes `armed` for the owner
-                             // The turn's half of the pair with the owner's register (see `owner`): the
-                             // owner read this `armed`, or its insert is seen here.
                 if logged {
+                    // The turn's half of the pair with the owner's register (see `owner`):
+                    // the owner read this `armed` and the wheel's time, or its insert is
+                    // seen here. Seen as the log moved past the head this turn left, not as
+                    // a log not yet drained: another lock may have drained the insert since,
+                    // due, and its notice does nothing on a manual clock (only the token's
+                    // holder, this turn, turns one), so the turn looks again.
                     fence(Ordering::SeqCst);
-                    if shard.log_pending() {
+                    if shard.log_moved_since(head) {
                         state = shard.lock_for_turn();
                         continue;
                     }

@@ -172,3 +172,34 @@ fn loom_an_insert_drained_as_due_by_a_foreign_lock_wakes_the_driver() {
         drop(timer);
     });
 }
+
+/// A manual clock's `advance` to 5 races the owner's register of a timer due at 5 through
+/// the log, and a foreign thread's lock (a drop) that may be the one to apply that insert,
+/// already due, after the turn moved the wheel and let go of the shard (its notice to the
+/// driver does nothing: only the token's holder turns a manual clock). Once both are done
+/// the timer was completed at once or woken, once, by the `advance`.
+#[test]
+fn loom_a_manual_advance_wakes_an_insert_a_foreign_lock_drained_as_due() {
+    bounded(2, || {
+        let (core, shard, _) = core(Mode::Manual);
+        let _held = registered(&shard, 100, Waker::noop()); // locked: claims the shard
+        let moved = registered(&shard, 50, Waker::noop()); // in the log
+        let turner = {
+            let core = core.clone();
+            loom::thread::spawn(move || assert!(core.advance_by(Duration::from_nanos(5))))
+        };
+        let foreign = loom::thread::spawn(move || drop(moved));
+        let (stamp, waker) = Stamp::new(&core);
+        let mut timer = Registration::new(shard.clone(), IDLE);
+        let registered = timer.register(5, Some(&waker));
+        turner.join().unwrap();
+        foreign.join().unwrap();
+        assert!(
+            registered.is_ready() || stamp.wakes() == 1,
+            "due at 5 after an advance to 5: not completed, not woken"
+        );
+        assert!(stamp.wakes() <= 1, "woken twice");
+        assert!(stamp.woken_at() >= 5 || stamp.wakes() == 0, "woken early");
+        drop(timer);
+    });
+}
