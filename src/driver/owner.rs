@@ -319,12 +319,17 @@ impl Shard {
         while head != tail {
             let slot = &slots[(head % LOG_SLOTS) as usize];
             // SAFETY: the owner wrote this slot before the store of the tail that the load
-            // above acquired, and writes it again only after the store of the head below.
+            // above acquired, and writes it again only after the store of the head past it
+            // below, made once the insert is taken out.
             #[allow(unsafe_code)]
             let insert = slot
                 .with_mut(|slot| unsafe { (*slot).take() })
                 .expect("a published slot holds an insert");
+            // Past the slot before the insert is applied: if applying it panics, the next
+            // lock starts at the next slot, not at this one, emptied.
             head += 1;
+            guard.head = head;
+            self.owner.head.store(head, Ordering::Release);
             let (placeholder, placed) = guard.wheel.fill(insert.key, insert.tick, insert.waker);
             drop(placeholder); // the no-op waker: no user code
             guard.placeholders -= 1;
@@ -338,8 +343,6 @@ impl Shard {
                 }
             }
         }
-        guard.head = head;
-        self.owner.head.store(head, Ordering::Release);
     }
 
     /// Whether the owner has written inserts past `head`, the log's head when the turn
