@@ -65,7 +65,8 @@ impl Core {
         let mut panics = 0;
         for shard in self.shards() {
             let mut state = shard.lock_for_turn();
-            // Again from here while the second look below finds the owner's log written.
+            let mut looked_again = false;
+            // Again from here, once, when the second look below finds the owner's log written.
             let shard_next = loop {
                 if state.wheel.ready_is_empty() {
                     // The due entries' wakers are taken as the flush finds them, in cache;
@@ -112,8 +113,19 @@ impl Core {
                     // holder, this turn, turns one), so the turn looks again.
                     fence(Ordering::SeqCst);
                     if shard.log_moved_since(head) {
-                        state = shard.lock_for_turn();
-                        continue;
+                        if !looked_again {
+                            looked_again = true;
+                            state = shard.lock_for_turn();
+                            continue;
+                        }
+                        // Not again, or an owner that keeps registering keeps the turn
+                        // here: a lock whose drain applies rule 4 against the `armed` just
+                        // set, and that tells the driver (this thread, which holds the
+                        // token: at most one more turn) of what another lock drained due.
+                        let mut state = shard.lock();
+                        if !state.wheel.ready_is_empty() {
+                            state.notify_after(now_tick);
+                        }
                     }
                 }
                 break shard_next;
