@@ -272,17 +272,19 @@ async fn the_readmes_receiver_runs_as_shown(lang: &str, mut command: Command, fi
     let path = dir.join(file);
     std::fs::write(&path, snippet.replace(listen, &at)).unwrap();
     let (text, _) = secret(8);
-    let mut child = command
-        .arg(&path)
-        .env("WEBHOOK_SECRET", &text)
-        .env("PYTHONUNBUFFERED", "1")
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start the README's receiver");
+    let mut child = Killed(
+        command
+            .arg(&path)
+            .env("WEBHOOK_SECRET", &text)
+            .env("PYTHONUNBUFFERED", "1")
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start the README's receiver"),
+    );
     let output = Arc::new(Mutex::new(Vec::<String>::new()));
     let reader = {
-        let (stdout, output) = (child.stdout.take().unwrap(), output.clone());
+        let (stdout, output) = (child.0.stdout.take().unwrap(), output.clone());
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
                 output.lock().unwrap().push(line);
@@ -293,7 +295,7 @@ async fn the_readmes_receiver_runs_as_shown(lang: &str, mut command: Command, fi
     let limit = std::time::Instant::now() + Duration::from_secs(10);
     while std::net::TcpStream::connect(&addr).is_err() {
         assert!(
-            child.try_wait().unwrap().is_none(),
+            child.0.try_wait().unwrap().is_none(),
             "the {lang} receiver stopped"
         );
         assert!(
@@ -358,10 +360,20 @@ async fn the_readmes_receiver_runs_as_shown(lang: &str, mut command: Command, fi
             "{line}"
         );
     }
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(child);
     reader.join().unwrap();
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A receiver process killed when dropped, so that a failed assertion leaves none running
+/// (one left running holds the test's output open).
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
