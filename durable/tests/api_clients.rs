@@ -463,17 +463,11 @@ print("tls client: ok")
     assert!(ended.stdout.contains("tls client: ok"), "{}", ended.stdout);
     // Its grace is 25 s: an open connection left waiting would take that long.
     let mut served = served;
-    let limit = std::time::Instant::now() + Duration::from_secs(10);
-    let status = loop {
-        if let Some(status) = served.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            std::time::Instant::now() < limit,
-            "waited 10 s for serve to exit after SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    let status = support::wait_exit(
+        &mut served.child,
+        Duration::from_secs(10),
+        "serve after SIGTERM",
+    );
     assert!(status.success(), "serve after SIGTERM: {status:?}");
 }
 

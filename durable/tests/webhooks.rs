@@ -576,13 +576,16 @@ async fn requests_the_guard_refuses_are_never_sent() {
     assert_eq!(receiver.received().len(), 0, "the redirect was followed");
 }
 
-/// `serve` killed with SIGKILL while requests are in flight: a new `serve` delivers
-/// every job; only those in flight are posted again, with the same `webhook-id`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn serve_killed_mid_dispatch_loses_no_job_and_repeats_carry_the_same_id() {
-    let server = support::RedisServer::start();
-    let name = unique("hookkill");
-    let queue = queue(&server.url(), &name, 5).await;
+/// A fresh queue with five jobs due now (`k0`..`k4`), a receiver holding its requests
+/// until given permits, and the webhooks file routing the queue to it, `concurrency=2`
+/// and `settings` more: its name, the receiver, the file's text.
+async fn five_jobs_to_a_holding_receiver(
+    url: &str,
+    prefix: &str,
+    settings: &str,
+) -> (Queue, String, Receiver, String) {
+    let name = unique(prefix);
+    let queue = queue(url, &name, 5).await;
     let (text, key) = secret(9);
     let receiver = Receiver::start(vec![key], true).await;
     for i in 0..5 {
@@ -592,9 +595,19 @@ async fn serve_killed_mid_dispatch_loses_no_job_and_repeats_carry_the_same_id() 
             .unwrap();
     }
     let config = format!(
-        "target recv {} secret={text} concurrency=2 timeout-ms=1000\nqueue {name} recv\nallow-host 127.0.0.1\nallow-scheme http\nallow-net 127.0.0.1/32\n",
+        "target recv {} secret={text} concurrency=2{settings}\nqueue {name} recv\nallow-host 127.0.0.1\nallow-scheme http\nallow-net 127.0.0.1/32\n",
         receiver.url
     );
+    (queue, name, receiver, config)
+}
+
+/// `serve` killed with SIGKILL while requests are in flight: a new `serve` delivers
+/// every job; only those in flight are posted again, with the same `webhook-id`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_killed_mid_dispatch_loses_no_job_and_repeats_carry_the_same_id() {
+    let server = support::RedisServer::start();
+    let (queue, name, receiver, config) =
+        five_jobs_to_a_holding_receiver(&server.url(), "hookkill", " timeout-ms=1000").await;
     // The leader runs here, so that only the dispatcher dies (leaders' takeovers have
     // tests of their own: durable_crash).
     let _leader = queue
@@ -639,20 +652,8 @@ async fn serve_killed_mid_dispatch_loses_no_job_and_repeats_carry_the_same_id() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_stopped_by_sigterm_acks_its_requests_in_flight_and_steps_down() {
     let server = support::RedisServer::start();
-    let name = unique("hookterm");
-    let queue = queue(&server.url(), &name, 5).await;
-    let (text, key) = secret(9);
-    let receiver = Receiver::start(vec![key], true).await;
-    for i in 0..5 {
-        queue
-            .schedule(&format!("k{i}"), b"{}", Duration::ZERO)
-            .await
-            .unwrap();
-    }
-    let config = format!(
-        "target recv {} secret={text} concurrency=2\nqueue {name} recv\nallow-host 127.0.0.1\nallow-scheme http\nallow-net 127.0.0.1/32\n",
-        receiver.url
-    );
+    let (queue, name, receiver, config) =
+        five_jobs_to_a_holding_receiver(&server.url(), "hookterm", "").await;
     let mut served = serve(&server.url(), &[&name], &config);
     let held = receiver.wait_for(2, "two requests in flight").await;
     assert!(queue.stats().await.unwrap().leader.is_some(), "serve leads");
@@ -674,17 +675,14 @@ async fn serve_stopped_by_sigterm_acks_its_requests_in_flight_and_steps_down() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     receiver.hold.clone().unwrap().add_permits(1000);
-    let limit = std::time::Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(status) = served.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            std::time::Instant::now() < limit,
-            "waited 20 s for serve to exit after SIGTERM"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    };
+    // Blocking this worker: the receiver answers on the runtime's other one.
+    let status = tokio::task::block_in_place(|| {
+        support::wait_exit(
+            &mut served.child,
+            Duration::from_secs(20),
+            "serve after SIGTERM",
+        )
+    });
     let said = std::fs::read_to_string(&served.stderr).unwrap();
     assert!(status.success(), "{status:?}; stderr: {said}");
     for first in &held {

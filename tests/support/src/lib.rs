@@ -13,7 +13,7 @@ mod redis_variant;
 mod s3_server;
 
 pub use info::{calls_but_info, calls_of, command_stats, CommandStat};
-pub use process::{run_to_end, Ended};
+pub use process::{run_to_end, wait_exit, Ended};
 pub use readme::readme_block;
 pub use redis_cluster::{master_of_slot_seen_by, RedisCluster, NODE_TIMEOUT_MS};
 pub use redis_server::{make_ca, make_client_certificate, RedisServer};

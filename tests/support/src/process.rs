@@ -2,7 +2,7 @@
 //! full pipe cannot stall it).
 
 use std::io::Read;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 /// What a run printed, and how it ended.
@@ -30,10 +30,20 @@ pub fn run_to_end(command: &mut Command, limit: Duration, what: &str) -> Ended {
     };
     let stdout = read(Box::new(child.stdout.take().unwrap()));
     let stderr = read(Box::new(child.stderr.take().unwrap()));
+    let status = wait_exit(&mut child, limit, what);
+    Ended {
+        code: status.code(),
+        stdout: stdout.join().unwrap(),
+        stderr: stderr.join().unwrap(),
+    }
+}
+
+/// Waits for `child` to exit; past `limit` kills it and fails the test naming `what`.
+pub fn wait_exit(child: &mut Child, limit: Duration, what: &str) -> ExitStatus {
     let started = Instant::now();
-    let status = loop {
+    loop {
         if let Some(status) = child.try_wait().unwrap() {
-            break status;
+            return status;
         }
         if started.elapsed() > limit {
             let _ = child.kill();
@@ -41,10 +51,5 @@ pub fn run_to_end(command: &mut Command, limit: Duration, what: &str) -> Ended {
             panic!("{what} did not end within {limit:?}");
         }
         std::thread::sleep(Duration::from_millis(10));
-    };
-    Ended {
-        code: status.code(),
-        stdout: stdout.join().unwrap(),
-        stderr: stderr.join().unwrap(),
     }
 }
