@@ -87,7 +87,11 @@
 //!    timer that woke it. One overlap is allowed: when a runtime shuts down in the middle
 //!    of its timer's turn, the fallback thread may start turning before that turn ends.
 //!    Each shard is still advanced and emptied under its lock (so nothing fires twice or
-//!    is lost), and both set `armed` to the same shard's next expiration.
+//!    is lost). The old turn may see an insert (or drain an owner's, notifying nobody)
+//!    after the fallback's turn looked at its shard, and set `armed` from it, so no
+//!    insert would tell the fallback thread: a tokio turn that finds the runtime gone
+//!    after its locks wakes that thread, which turns again (a fallback turn that locked
+//!    a shard first saw the switch before it, so the old turn's load sees it too).
 //! 6. The tokio alarm is touched only by the token holder: re-armed earlier from any
 //!    thread (a `Sleep::reset`, which needs no runtime context), but fired, armed from
 //!    disarmed and polled only in that runtime's context. A holder outside it hands that

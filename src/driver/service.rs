@@ -16,6 +16,8 @@ impl Core {
     pub(crate) fn wake_for(&self, tick: u64) {
         match self.mode() {
             Mode::Thread | Mode::Fallback => {
+                #[cfg(tickless_loom)]
+                self.thread_unparked.store(true, Ordering::SeqCst);
                 if let Some(thread) = self.thread.get() {
                     thread.unpark();
                 }
@@ -137,6 +139,16 @@ impl Core {
                 return self.runtime_gone(Some(self.clock.now()));
             }
             let next = self.turn(now, batch);
+            if self.mode() != Mode::Tokio {
+                // Ground rule 5's overlap: the runtime went while this turn ran, and the
+                // fallback thread may have looked at a shard before this turn drained an
+                // owner's insert there, or saw a locked one, and set `armed` from it
+                // (a turn's drain notifies nobody), so no insert would tell that thread.
+                // This load comes after every lock of the turn: if the fallback's turn
+                // locked a shard first, it sees the switch that preceded it, and the
+                // thread turns again; if not, its turn comes after and sees all.
+                self.wake_for(next.unwrap_or(now));
+            }
             match alarm.arm(&self.clock, next) {
                 Armed::Waiting => return,
                 Armed::Due => continue,

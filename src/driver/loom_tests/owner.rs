@@ -203,3 +203,42 @@ fn loom_a_manual_advance_wakes_an_insert_a_foreign_lock_drained_as_due() {
         drop(timer);
     });
 }
+
+/// Ground rule 5's overlap: the runtime goes while its alarm's turn at 5 runs, the fallback
+/// driver starts and turns, and the owner registers a timer due at 10 through the log. The
+/// old turn may be the one to drain that insert (a turn's drain notifies nobody) after the
+/// fallback looked at the shard, and the owner's lock, when the hints send it there, then
+/// finds the log empty. The fallback thread parks until its last turn's `next`, or turns
+/// again when unparked since that turn began: it must turn by 10.
+#[test]
+fn loom_the_runtime_going_during_its_turn_leaves_the_fallback_no_insert_to_miss() {
+    bounded(3, || {
+        let (core, shard, _armed, _held) = owned_core();
+        at(&core, 5);
+        let old_turn = {
+            let core = core.clone();
+            loom::thread::spawn(move || core.alarm_went_off())
+        };
+        let fallback = {
+            let core = core.clone();
+            loom::thread::spawn(move || {
+                core.runtime_gone(None);
+                core.ensure_driver();
+                // The thread is known from here on (`set_thread`, before its first turn).
+                core.thread_unparked.store(false, Ordering::SeqCst);
+                core.turn(core.clock.now_tick(), &mut Scratch::default())
+            })
+        };
+        let timer = registered(&shard, 10, Waker::noop());
+        old_turn.join().unwrap();
+        let mut next = fallback.join().unwrap();
+        while core.thread_unparked.swap(false, Ordering::SeqCst) {
+            next = core.turn(core.clock.now_tick(), &mut Scratch::default());
+        }
+        assert!(
+            next.is_some_and(|tick| tick <= 10),
+            "a timer due at 10, the fallback thread parked until {next:?}"
+        );
+        drop(timer);
+    });
+}
