@@ -78,8 +78,9 @@
 //!    rule 4 to what it drains, as a locked insert does (the turn may have raised `armed`
 //!    past an insert that someone else then drains), and an insert it finds already due
 //!    has its guard tell the driver (the orphaning, in a thread-local destructor, only
-//!    asks for a turn: [`Core::ask_for`] never turns in the caller). The runtime's end pairs with the owner the same way:
-//!    the mode switch, `fence(SeqCst)`, then the sweep (whose locks drain).
+//!    asks for a turn: [`Core::ask_for`] never turns in the caller). The runtime's end
+//!    pairs with the owner the same way: the mode switch, `fence(SeqCst)`, then the sweep
+//!    (whose locks drain).
 //! 5. Turns do not run at once. The driver thread is the only one to turn a
 //!    thread-driven timer; tokio and manual timers turn only under the [token](token),
 //!    which also makes the work asked for while a turn runs (a re-arm, another advance)

@@ -129,8 +129,9 @@ pub(super) enum Drain {
     /// ([`Registered::Elapsed`]): no turn is needed for it.
     Completing(usize),
     /// The orphaning's, in a thread-local destructor: as `Notify`, but the guard only asks
-    /// for a turn ([`Core::ask_for`](super::Core::ask_for)) and never runs one there, where a waker or callback
-    /// would run with the thread half torn down and a panic escaping aborts the process.
+    /// for a turn ([`Core::ask_for`](super::Core::ask_for)) and never runs one there,
+    /// where a waker or callback would run with the thread half torn down and a panic
+    /// escaping aborts the process.
     AskOnly,
 }
 
