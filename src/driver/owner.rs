@@ -199,7 +199,23 @@ impl Drop for Owned {
     }
 }
 
+/// Under loom: orphans the calling thread's shards now, as its exit does. A model that
+/// must drive the orphaning's notice ([`Drain::AskOnly`]) calls this last on the owner's
+/// thread: in loom's thread-local destructors [`Core::ask_for`](super::Core::ask_for)
+/// cannot run (the token's `thread_id` asks `loom::thread::current()`, which panics there).
+#[cfg(tickless_loom)]
+pub(super) fn orphan_now() {
+    drop(OWNED.with(|owned| std::mem::take(&mut *owned.borrow_mut())));
+}
+
 impl Shard {
+    /// Under loom: stores a stale `armed` hint of 0, as an owner's read of `armed` from
+    /// before a turn raised it leaves it, so that its next insert stays in the log.
+    #[cfg(tickless_loom)]
+    pub(super) fn stale_armed_hint(&self) {
+        self.owner.armed_hint.store(0, Ordering::Relaxed);
+    }
+
     /// The owner's register, through the log: `Err` with the waker when the calling thread
     /// is not the owner, or the locked path must do it (deadline come, log full, reserve
     /// empty).
