@@ -245,6 +245,45 @@ fn loom_the_runtime_going_during_its_turn_leaves_the_fallback_no_insert_to_miss(
     });
 }
 
+/// The overlap above on two shards: the old turn and the fallback's turn cross between
+/// them (each may be on either shard while the other is on the other), and the owner's
+/// insert at 10 goes through the log of the second.
+#[test]
+fn loom_the_runtime_going_during_a_turn_of_two_shards_leaves_the_fallback_no_insert_to_miss() {
+    bounded(3, || {
+        let (core, shards, armed) = core_with(Mode::Tokio, 2);
+        let early = registered(&shards[0], 3, Waker::noop()); // locked: claims shard 0
+        let late = registered(&shards[1], 100, Waker::noop()); // locked: claims shard 1
+        core.alarm_went_off();
+        assert_eq!(armed.load(Ordering::SeqCst), 3);
+        at(&core, 5);
+        let old_turn = {
+            let core = core.clone();
+            loom::thread::spawn(move || core.alarm_went_off())
+        };
+        let fallback = {
+            let core = core.clone();
+            loom::thread::spawn(move || {
+                core.runtime_gone(None);
+                core.ensure_driver();
+                core.thread_unparked.store(false, Ordering::SeqCst);
+                core.turn(core.clock.now_tick(), &mut Scratch::default())
+            })
+        };
+        let timer = registered(&shards[1], 10, Waker::noop());
+        old_turn.join().unwrap();
+        let mut next = fallback.join().unwrap();
+        while core.thread_unparked.swap(false, Ordering::SeqCst) {
+            next = core.turn(core.clock.now_tick(), &mut Scratch::default());
+        }
+        assert!(
+            next.is_some_and(|tick| tick <= 10),
+            "a timer due at 10, the fallback thread parked until {next:?}"
+        );
+        drop((timer, early, late));
+    });
+}
+
 /// A waker that records the loom thread each of its wakes ran on.
 struct OnThread {
     wakes: std::sync::Mutex<Vec<crate::sync::ThreadId>>,
