@@ -203,7 +203,7 @@ impl Drop for Owned {
 /// must drive the orphaning's notice ([`Drain::AskOnly`]) calls this last on the owner's
 /// thread: in loom's thread-local destructors [`Core::ask_for`](super::Core::ask_for)
 /// cannot run (the token's `thread_id` asks `loom::thread::current()`, which panics there).
-#[cfg(tickless_loom)]
+#[cfg(all(test, tickless_loom))]
 pub(super) fn orphan_now() {
     drop(OWNED.with(|owned| std::mem::take(&mut *owned.borrow_mut())));
 }
@@ -211,7 +211,7 @@ pub(super) fn orphan_now() {
 impl Shard {
     /// Under loom: stores a stale `armed` hint of 0, as an owner's read of `armed` from
     /// before a turn raised it leaves it, so that its next insert stays in the log.
-    #[cfg(tickless_loom)]
+    #[cfg(all(test, tickless_loom))]
     pub(super) fn stale_armed_hint(&self) {
         self.owner.armed_hint.store(0, Ordering::Relaxed);
     }
