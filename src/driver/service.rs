@@ -55,6 +55,13 @@ impl Core {
     /// itself: a thread-local destructor (an owner's thread exiting orphans its shards),
     /// where a turn would wake wakers and run callbacks with the thread half torn down,
     /// and a panic escaping there aborts the process. Asks for the turn and returns.
+    ///
+    /// It wakes no waker of a user, with one exception, tokio's own: in tokio mode a
+    /// caller that gets the token relays ([`relay_all`](Self::relay_all)), and
+    /// [`TokioAlarm::relay`](super::runtime::TokioAlarm) wakes the runtime's helper task's
+    /// waker in the caller; with the runtime gone it drops the alarm there, whose `Drop`
+    /// wakes that waker again and drops its tokio `Sleep` (deregistering it from tokio's
+    /// timer).
     pub(crate) fn ask_for(&self, tick: u64) {
         match self.mode() {
             Mode::Tokio => {
@@ -184,8 +191,9 @@ impl Core {
             if self.mode() != Mode::Tokio {
                 // Ground rule 5's overlap: the runtime went while this turn ran, and the
                 // fallback thread may have looked at a shard before this turn drained an
-                // owner's insert there, or saw a locked one, and set `armed` from it
-                // (a turn's drain notifies nobody), so no insert would tell that thread.
+                // owner's insert there and set `armed` from it (a turn's drain notifies
+                // nobody), so nothing would tell that thread. (A locked insert notifies
+                // for itself, under the lock: see the rule.)
                 // This load comes after every lock of the turn: if the fallback's turn
                 // locked a shard first, it sees the switch that preceded it, and the
                 // thread turns again; if not, its turn comes after and sees all.
