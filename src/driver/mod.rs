@@ -78,9 +78,9 @@
 //!    rule 4 to what it drains, as a locked insert does (the turn may have raised `armed`
 //!    past an insert that someone else then drains), and an insert it finds already due
 //!    has its guard tell the driver (the orphaning, in a thread-local destructor, only
-//!    asks for a turn: [`Core::ask_for`] never turns in the caller, and wakes no waker
-//!    of a user there; it may wake tokio's, of the runtime's helper task, and drop the
-//!    alarm of a runtime that is gone, as its docs say). The runtime's end
+//!    asks for a turn: [`Core::ask_for`] never turns in the caller and wakes no user's
+//!    waker there; the one it may wake is tokio's, the runtime's helper task's, and it may
+//!    drop the alarm of a runtime that is gone: see its docs). The runtime's end
 //!    pairs with the owner the same way: the mode switch, `fence(SeqCst)`, then the sweep
 //!    (whose locks drain).
 //! 5. Turns do not run at once. The driver thread is the only one to turn a

@@ -56,12 +56,12 @@ impl Core {
     /// where a turn would wake wakers and run callbacks with the thread half torn down,
     /// and a panic escaping there aborts the process. Asks for the turn and returns.
     ///
-    /// It wakes no waker of a user, with one exception, tokio's own: in tokio mode a
-    /// caller that gets the token relays ([`relay_all`](Self::relay_all)), and
+    /// It wakes no user's waker. The one exception is tokio's own: in tokio mode a caller
+    /// that gets the token relays ([`relay_all`](Self::relay_all)), and
     /// [`TokioAlarm::relay`](super::runtime::TokioAlarm) wakes the runtime's helper task's
-    /// waker in the caller; with the runtime gone it drops the alarm there, whose `Drop`
-    /// wakes that waker again and drops its tokio `Sleep` (deregistering it from tokio's
-    /// timer).
+    /// waker in the caller; with the runtime gone, `relay_all` drops the alarm there,
+    /// whose `Drop` wakes that waker again and drops its tokio `Sleep` (deregistering it
+    /// from tokio's timer).
     pub(crate) fn ask_for(&self, tick: u64) {
         match self.mode() {
             Mode::Tokio => {
