@@ -77,8 +77,12 @@
 //!    at the log again: one of the two sees the other. Every drain outside the turn applies
 //!    rule 4 to what it drains, as a locked insert does (the turn may have raised `armed`
 //!    past an insert that someone else then drains), and an insert it finds already due
-//!    has its guard tell the driver. The runtime's end pairs with the owner the same way:
-//!    the mode switch, `fence(SeqCst)`, then the sweep (whose locks drain).
+//!    has its guard tell the driver (the orphaning, in a thread-local destructor, only
+//!    asks for a turn: [`Core::ask_for`] never turns in the caller and wakes no user's
+//!    waker there; the one it may wake is tokio's, the runtime's helper task's, and it may
+//!    drop the alarm of a runtime that is gone: see its docs). The runtime's end
+//!    pairs with the owner the same way: the mode switch, `fence(SeqCst)`, then the sweep
+//!    (whose locks drain).
 //! 5. Turns do not run at once. The driver thread is the only one to turn a
 //!    thread-driven timer; tokio and manual timers turn only under the [token](token),
 //!    which also makes the work asked for while a turn runs (a re-arm, another advance)
@@ -87,7 +91,13 @@
 //!    timer that woke it. One overlap is allowed: when a runtime shuts down in the middle
 //!    of its timer's turn, the fallback thread may start turning before that turn ends.
 //!    Each shard is still advanced and emptied under its lock (so nothing fires twice or
-//!    is lost), and both set `armed` to the same shard's next expiration.
+//!    is lost). The old turn may drain an owner's insert (notifying nobody) after the
+//!    fallback's turn looked at its shard, and set `armed` from it, so nothing would tell
+//!    the fallback thread: a tokio turn that finds the runtime gone after its locks wakes
+//!    that thread, which turns again (a fallback turn that locked a shard first saw the
+//!    switch before it, so the old turn's load sees it too). A locked insert opens no such
+//!    window: it notifies under the lock against that shard's `armed`, and one that locks
+//!    after the fallback's turn did finds the mode `Fallback` and the thread.
 //! 6. The tokio alarm is touched only by the token holder: re-armed earlier from any
 //!    thread (a `Sleep::reset`, which needs no runtime context), but fired, armed from
 //!    disarmed and polled only in that runtime's context. A holder outside it hands that

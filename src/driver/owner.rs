@@ -20,7 +20,8 @@
 //!   and the wheel's time as hints when they change. The owner writes its insert, then
 //!   `fence(SeqCst)`, then reads the hints: if a lower bound of its bucket's expiration is
 //!   below `armed`, or its deadline has come, it takes the lock, whose drain places the
-//!   insert, notifies, and tells it whether the timer is already due. The turn, after it
+//!   insert and tells it whether the timer is already due (then it completes at once,
+//!   and needs no turn), or else notifies as a locked insert would. The turn, after it
 //!   sets `armed` and unlocks, does `fence(SeqCst)` and looks at the log again: either the
 //!   owner read the new `armed`, or the turn sees the insert. Every drain outside the
 //!   turn applies rule 4 itself (the insert may have read an `armed` that the turn raised
@@ -29,8 +30,10 @@
 //!   sweeps (its locks drain); the owner, after its fence, reads the mode.
 //! - **Orphans.** When the owner's thread exits, a thread-local's destructor locks each
 //!   shard it owns (draining its log), frees its reserve, forgets which live keys were its
-//!   own, and lets the shard go (`owner = 0`, release); the next thread to register there
-//!   claims it (acquire), so the log's slots pass from one owner to the next in order.
+//!   own, and lets the shard go (`owner = 0`, release); what its drain must tell the
+//!   driver it only asks for ([`Drain::AskOnly`]): no turn runs in a destructor. The next
+//!   thread to register there claims it (acquire), so the log's slots pass from one owner
+//!   to the next in order.
 
 use super::shard::{Bits, Registered, Shard, ShardGuard, ShardState};
 use crate::sync::{fence, thread_local, AtomicU64, Ordering, UnsafeCell};
@@ -113,6 +116,25 @@ impl Owner {
     }
 }
 
+/// What a lock's drain of the log does about the inserts it applies (ground rule 4).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Drain {
+    /// The turn's: nothing, it sets `armed` from what it finds.
+    Quiet,
+    /// Every other lock holder's: as for a locked insert, and the guard tells the driver
+    /// ([`Core::wake_for`](super::Core::wake_for)) after the unlock.
+    Notify,
+    /// The owner's slow path for its insert at this key: as `Notify`, except for that
+    /// insert found already due, which the owner completes at once under this lock
+    /// ([`Registered::Elapsed`]): no turn is needed for it.
+    Completing(usize),
+    /// The orphaning's, in a thread-local destructor: as `Notify`, but the guard only asks
+    /// for a turn ([`Core::ask_for`](super::Core::ask_for)) and never runs one there,
+    /// where a waker or callback would run with the thread half torn down and a panic
+    /// escaping aborts the process.
+    AskOnly,
+}
+
 /// The hints as last published, kept under the lock so that only a change is stored.
 pub(crate) struct Published {
     armed: u64,
@@ -177,7 +199,23 @@ impl Drop for Owned {
     }
 }
 
+/// Under loom: orphans the calling thread's shards now, as its exit does. A model that
+/// must drive the orphaning's notice ([`Drain::AskOnly`]) calls this last on the owner's
+/// thread: in loom's thread-local destructors [`Core::ask_for`](super::Core::ask_for)
+/// cannot run (the token's `thread_id` asks `loom::thread::current()`, which panics there).
+#[cfg(all(test, tickless_loom))]
+pub(super) fn orphan_now() {
+    drop(OWNED.with(|owned| std::mem::take(&mut *owned.borrow_mut())));
+}
+
 impl Shard {
+    /// Under loom: stores a stale `armed` hint of 0, as an owner's read of `armed` from
+    /// before a turn raised it leaves it, so that its next insert stays in the log.
+    #[cfg(all(test, tickless_loom))]
+    pub(super) fn stale_armed_hint(&self) {
+        self.owner.armed_hint.store(0, Ordering::Relaxed);
+    }
+
     /// The owner's register, through the log: `Err` with the waker when the calling thread
     /// is not the owner, or the locked path must do it (deadline come, log full, reserve
     /// empty).
@@ -214,8 +252,9 @@ impl Shard {
             || Wheel::<Waker>::expiration_bound(shift, elapsed, tick)
                 < owner.armed_hint.load(Ordering::Relaxed)
         {
-            // The drain places the insert and notifies the driver if it must (rule 4).
-            let mut state = self.lock();
+            // The drain places the insert and notifies the driver if it must (rule 4),
+            // except for this insert when it is due: completed here, it needs no turn.
+            let mut state = self.lock_draining(Drain::Completing(key));
             if state.wheel.has_fired(key) {
                 let waker = self.release_key(&mut state, key);
                 drop(state);
@@ -301,11 +340,11 @@ impl Shard {
         state.wheel.try_remove(key)
     }
 
-    /// Applies the owner's log, in order. With `notify` (every lock holder but the turn,
-    /// which sets `armed` from what it finds) each insert follows ground rule 4 as a locked
-    /// one does: one already due, or queued before `armed`, has the guard tell the driver
-    /// after the unlock.
-    pub(super) fn drain(&self, guard: &mut ShardGuard<'_>, notify: bool) {
+    /// Applies the owner's log, in order. Unless `drain` is the turn's (which sets `armed`
+    /// from what it finds) each insert follows ground rule 4 as a locked one does: one
+    /// already due, or queued before `armed`, has the guard tell the driver after the
+    /// unlock (see [`Drain`]).
+    pub(super) fn drain(&self, guard: &mut ShardGuard<'_>, drain: Drain) {
         let tail = self.owner.tail.load(Ordering::Acquire);
         let mut head = guard.head;
         if head == tail {
@@ -333,8 +372,9 @@ impl Shard {
             let (placeholder, placed) = guard.wheel.fill(insert.key, insert.tick, insert.waker);
             drop(placeholder); // the no-op waker: no user code
             guard.placeholders -= 1;
-            if notify {
+            if drain != Drain::Quiet {
                 let tick = match placed {
+                    Placed::Ready if drain == Drain::Completing(insert.key) => None,
                     Placed::Ready => Some(insert.tick),
                     Placed::Pending { queued } => guard.notify_for(queued),
                 };
@@ -370,7 +410,8 @@ impl Shard {
     /// The owner's thread exits: its log applied, its reserve freed, its live keys made
     /// plain ones, the shard let go for the next thread to claim.
     fn orphan(&self, me: u64) {
-        let mut state = self.lock();
+        // In a thread-local destructor: the driver is asked to turn, never turned here.
+        let mut state = self.lock_draining(Drain::AskOnly);
         if self.owner.id.load(Ordering::Relaxed) != me {
             return;
         }
@@ -385,52 +426,4 @@ impl Shard {
 }
 
 #[cfg(all(test, not(tickless_loom)))]
-mod tests {
-    use super::super::clock::{Clock, Source};
-    use super::super::registration::{Registration, IDLE};
-    use super::super::{Core, Mode};
-    use std::task::Waker;
-    use std::time::Duration;
-
-    /// An owner registers through its log (filling it, emptying its reserve, cancelling
-    /// some of its own timers) while a foreign thread polls and drops the others, its locks
-    /// applying the log, and the clock moves: the log's slots and the reserve pass between
-    /// the threads as the module says (what Miri checks, in `scripts/miri.sh`), and nothing
-    /// is left behind.
-    #[test]
-    fn an_owner_and_a_foreign_thread_share_the_log() {
-        let clock = Clock::new(Duration::from_nanos(1), Source::Manual);
-        let (core, shards) = Core::new(clock, Mode::Manual, 64, 1);
-        let shard = shards[0].clone();
-        let (send, receive) = std::sync::mpsc::channel::<Registration>();
-        let foreign = std::thread::spawn(move || {
-            for mut timer in receive {
-                let _ = timer.poll(Waker::noop());
-            }
-        });
-        for round in 0..60_u64 {
-            let mut timer = Registration::new(shard.clone(), IDLE);
-            let _ = timer.register(core.clock.now_tick() + 1 + round % 7, None);
-            if round % 3 == 0 {
-                drop(timer); // the owner's cancel: its key back to the reserve
-            } else {
-                send.send(timer)
-                    .expect("the foreign thread runs until the channel closes");
-            }
-            if round % 20 == 19 {
-                core.advance_by(Duration::from_nanos(3));
-            }
-        }
-        drop(send);
-        foreign.join().expect("the foreign thread does not panic");
-        let mut last = Registration::new(shard.clone(), IDLE);
-        assert!(last.register(core.clock.now_tick() + 2, None).is_pending());
-        core.advance_by(Duration::from_nanos(2));
-        assert!(
-            last.is_elapsed(),
-            "a timer registered through the log did not fire"
-        );
-        drop(last);
-        assert_eq!(core.snapshot().registered, 0, "an entry outlived its owner");
-    }
-}
+mod tests;

@@ -10,12 +10,27 @@ use std::sync::Arc;
 #[cfg(not(tickless_loom))]
 use super::spawn_thread;
 
+/// Lets go of the token if its holder panics. Wakers, run entries and tokio are all caught
+/// where they run; if anything panics in the holder's loop even so, the token must not
+/// stay held by a thread that left.
+struct Abandon<'a>(&'a Token);
+
+impl Drop for Abandon<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.abandon();
+        }
+    }
+}
+
 impl Core {
     /// Tells the driver that a bucket now expires at `tick`, earlier than it would turn
     /// on its own (ground rule 4).
     pub(crate) fn wake_for(&self, tick: u64) {
         match self.mode() {
             Mode::Thread | Mode::Fallback => {
+                #[cfg(tickless_loom)]
+                self.thread_unparked.store(true, Ordering::SeqCst);
                 if let Some(thread) = self.thread.get() {
                     thread.unpark();
                 }
@@ -36,6 +51,52 @@ impl Core {
         }
     }
 
+    /// As [`wake_for`](Self::wake_for), for a caller that must not do the driver's work
+    /// itself: a thread-local destructor (an owner's thread exiting orphans its shards),
+    /// where a turn would wake wakers and run callbacks with the thread half torn down,
+    /// and a panic escaping there aborts the process. Asks for the turn and returns.
+    ///
+    /// It wakes no user's waker. The one exception is tokio's own: in tokio mode a caller
+    /// that gets the token relays ([`relay_all`](Self::relay_all)), and
+    /// [`TokioAlarm::relay`](super::runtime::TokioAlarm) wakes the runtime's helper task's
+    /// waker in the caller; with the runtime gone, `relay_all` drops the alarm there,
+    /// whose `Drop` wakes that waker again and drops its tokio `Sleep` (deregistering it
+    /// from tokio's timer).
+    pub(crate) fn ask_for(&self, tick: u64) {
+        match self.mode() {
+            Mode::Tokio => {
+                self.requested.fetch_min(tick, Ordering::AcqRel);
+                if self.token.request(REARM) == Requested::Holder {
+                    self.relay_all();
+                }
+            }
+            // Only a holder of the token turns a manual clock, and this thread does not
+            // hold it (`wake_for` does nothing here either): the next `advance` turns.
+            Mode::Manual => {}
+            // An unpark, or nothing: no turn here.
+            Mode::Thread | Mode::Fallback | Mode::Stopped => self.wake_for(tick),
+        }
+    }
+
+    /// For a token holder that must not do the work ([`ask_for`](Self::ask_for)): hands it
+    /// to the runtime's helper task (the alarm's relay), whose firing turns and arms the
+    /// alarm for the earliest bucket, which covers any re-arm; with the runtime gone, lets
+    /// go of its alarm as [`service`](Self::service) does.
+    fn relay_all(&self) {
+        let _abandon = Abandon(&self.token);
+        while self.token.next().is_some() {
+            let Some(alarm) = lock(&self.alarm).take() else {
+                continue;
+            };
+            if self.mode() == Mode::Tokio {
+                alarm.relay();
+                if self.mode() == Mode::Tokio {
+                    *lock(&self.alarm) = Some(alarm);
+                }
+            }
+        }
+    }
+
     /// The alarm went off (or its relay ran): turn the wheel.
     pub(crate) fn alarm_went_off(&self) {
         self.request(FIRE);
@@ -53,16 +114,6 @@ impl Core {
 
     /// For the token holder: does the work handed out until there is none.
     fn drive(&self) {
-        // Wakers, run entries and tokio are all caught where they run; if anything panics
-        // here even so, the token must not stay held by a thread that left.
-        struct Abandon<'a>(&'a Token);
-        impl Drop for Abandon<'_> {
-            fn drop(&mut self) {
-                if std::thread::panicking() {
-                    self.0.abandon();
-                }
-            }
-        }
         let _abandon = Abandon(&self.token);
         let mut scratch = std::mem::take(&mut *lock(&self.scratch));
         while let Some(work) = self.token.next() {
@@ -137,6 +188,17 @@ impl Core {
                 return self.runtime_gone(Some(self.clock.now()));
             }
             let next = self.turn(now, batch);
+            if self.mode() != Mode::Tokio {
+                // Ground rule 5's overlap: the runtime went while this turn ran, and the
+                // fallback thread may have looked at a shard before this turn drained an
+                // owner's insert there and set `armed` from it (a turn's drain notifies
+                // nobody), so nothing would tell that thread. (A locked insert notifies
+                // for itself, under the lock: see the rule.)
+                // This load comes after every lock of the turn: if the fallback's turn
+                // locked a shard first, it sees the switch that preceded it, and the
+                // thread turns again; if not, its turn comes after and sees all.
+                self.wake_for(next.unwrap_or(now));
+            }
             match alarm.arm(&self.clock, next) {
                 Armed::Waiting => return,
                 Armed::Due => continue,

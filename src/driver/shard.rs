@@ -4,7 +4,7 @@
 //! instructions and hands back what must be dropped or woken, to be done after unlocking
 //! (ground rule 2 in [`driver`](super)).
 
-use super::owner::{Owner, Published};
+use super::owner::{Drain, Owner, Published};
 use super::Core;
 use crate::sync::{lock, Mutex, MutexGuard};
 use crate::wheel::{Placed, Wheel};
@@ -113,23 +113,26 @@ impl Shard {
     /// that the holder sees every timer registered here. What must happen after the
     /// unlock is done by the guard's drop (see [`ShardGuard`]).
     pub(crate) fn lock(&self) -> ShardGuard<'_> {
-        self.lock_draining(true)
+        self.lock_draining(Drain::Notify)
     }
 
     /// [`lock`](Self::lock) for the turn, which sets `armed` from what it finds: the
     /// drained inserts notify nobody.
     pub(super) fn lock_for_turn(&self) -> ShardGuard<'_> {
-        self.lock_draining(false)
+        self.lock_draining(Drain::Quiet)
     }
 
-    fn lock_draining(&self, notify: bool) -> ShardGuard<'_> {
+    /// Takes the lock, applies the owner's log as `drain` says, and keeps in the guard
+    /// whether its notice may drive the driver here.
+    pub(super) fn lock_draining(&self, drain: Drain) -> ShardGuard<'_> {
         let mut guard = ShardGuard {
             shard: self,
             state: ManuallyDrop::new(lock(&self.state)),
             notify: None,
+            ask_only: matches!(drain, Drain::AskOnly),
         };
         if guard.logged {
-            self.drain(&mut guard, notify);
+            self.drain(&mut guard, drain);
         }
         guard
     }
@@ -278,6 +281,9 @@ pub(crate) struct ShardGuard<'a> {
     state: ManuallyDrop<MutexGuard<'a, ShardState>>,
     /// The tick to call [`Core::wake_for`] with after the unlock, if any.
     notify: Option<u64>,
+    /// Call [`Core::ask_for`] instead, which never turns in the caller (a thread-local
+    /// destructor: see [`Drain::AskOnly`]).
+    ask_only: bool,
 }
 
 impl ShardGuard<'_> {
@@ -311,8 +317,10 @@ impl Drop for ShardGuard<'_> {
         unsafe {
             ManuallyDrop::drop(&mut self.state)
         };
-        if let Some(tick) = self.notify {
-            self.shard.core.wake_for(tick);
+        match self.notify {
+            Some(tick) if self.ask_only => self.shard.core.ask_for(tick),
+            Some(tick) => self.shard.core.wake_for(tick),
+            None => {}
         }
     }
 }

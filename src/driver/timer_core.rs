@@ -40,6 +40,9 @@ pub(crate) struct Core {
     /// Under loom, a fallback driver thread is recorded here rather than started.
     #[cfg(tickless_loom)]
     pub(super) fallback_started: crate::sync::AtomicBool,
+    /// Under loom, an unpark of the driver thread is recorded here (no thread runs).
+    #[cfg(tickless_loom)]
+    pub(super) thread_unparked: crate::sync::AtomicBool,
 }
 
 impl Core {
@@ -68,6 +71,8 @@ impl Core {
             run_panics: AtomicU64::new(0),
             #[cfg(tickless_loom)]
             fallback_started: crate::sync::AtomicBool::new(false),
+            #[cfg(tickless_loom)]
+            thread_unparked: crate::sync::AtomicBool::new(false),
         });
         let armed = (mode == Mode::Manual).then_some(0);
         let shards: Box<[Arc<Shard>]> = (0..shards.max(1))

@@ -117,6 +117,11 @@ pub(crate) struct Wheel<T> {
     /// `log2(wheel_size)`.
     shift: u32,
     counters: Counters,
+    /// Whether [`placeholder`](Wheel::placeholder) has handed out a key: keys are then
+    /// held outside the wheel (a shard owner's reserve and log), and
+    /// [`compact`](Wheel::compact), which moves keys, must never run.
+    #[cfg(debug_assertions)]
+    keyed_ahead: bool,
 }
 
 impl<T> Wheel<T> {
@@ -142,6 +147,8 @@ impl<T> Wheel<T> {
             elapsed_tick: 0,
             shift: wheel_size.trailing_zeros(),
             counters: Counters::default(),
+            #[cfg(debug_assertions)]
+            keyed_ahead: false,
         }
     }
 
@@ -226,6 +233,10 @@ impl<T> Wheel<T> {
             "tickless: more than {} timers held at once",
             END - 1
         );
+        #[cfg(debug_assertions)]
+        {
+            self.keyed_ahead = true;
+        }
         self.entries.insert(Entry::new(u64::MAX, value))
     }
 
@@ -345,7 +356,15 @@ impl<T> Wheel<T> {
     /// Moves every entry to the lowest slab keys, so the slab's memory can shrink to the
     /// entries held, and returns each move as `(old key, new key)`. Entries keep their
     /// deadlines, buckets and fired state; O(entries).
+    ///
+    /// Never on a wheel that has handed out [placeholder](Self::placeholder) keys (a
+    /// shard's): their holders would keep the old keys (checked in debug builds).
     pub(crate) fn compact(&mut self) -> Vec<(usize, usize)> {
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            !self.keyed_ahead,
+            "compacted a wheel whose keys are held outside it (placeholders)"
+        );
         let counters = self.counters;
         let old = std::mem::take(&mut self.entries);
         self.entries = Slab::with_capacity(old.len());

@@ -517,3 +517,15 @@ fn handing_out_on_advance_gives_what_the_ready_list_would_in_its_order() {
         }
     }
 }
+
+/// A wheel that handed out a placeholder key (a shard owner's) must never be compacted:
+/// the key's holder would keep its old key. Checked in debug builds.
+#[test]
+#[cfg(debug_assertions)]
+#[should_panic(expected = "placeholders")]
+fn compact_refuses_a_wheel_with_placeholder_keys() {
+    let mut wheel: Wheel<u64> = Wheel::new(64);
+    wheel.insert(5, 5);
+    let _held = wheel.placeholder(0);
+    let _ = wheel.compact();
+}

@@ -4,9 +4,11 @@
 //! register there; its later registers go through the log (2 slots under loom, a reserve
 //! of 4 keys).
 //!
-//! Each model fails with the owner's or the turn's `fence(SeqCst)` removed, or with the
-//! drain's ground rule 4 removed (checked by hand; see the issue 41 notes in
-//! `benches/results/issue41-owner-shard.md`).
+//! Each model fails with one of these removed (checked by hand; see the issue 41 notes in
+//! `benches/results/issue41-owner-shard.md`): the owner's or the turn's `fence(SeqCst)`,
+//! the drain's ground rule 4, the wake of the fallback thread by a tokio turn that finds
+//! the runtime gone (`service.rs`, `fire`: the two overlap models), the orphaning's
+//! [`Drain::AskOnly`](crate::driver::owner::Drain::AskOnly) (the orphaning model).
 
 use super::*;
 
@@ -201,5 +203,154 @@ fn loom_a_manual_advance_wakes_an_insert_a_foreign_lock_drained_as_due() {
         assert!(stamp.wakes() <= 1, "woken twice");
         assert!(stamp.woken_at() >= 5 || stamp.wakes() == 0, "woken early");
         drop(timer);
+    });
+}
+
+/// Ground rule 5's overlap: the runtime goes while its alarm's turn at 5 runs, the fallback
+/// driver starts and turns, and the owner registers a timer due at 10 through the log. The
+/// old turn may be the one to drain that insert (a turn's drain notifies nobody) after the
+/// fallback looked at the shard, and the owner's lock, when the hints send it there, then
+/// finds the log empty. The fallback thread parks until its last turn's `next`, or turns
+/// again when unparked since that turn began: it must turn by 10.
+#[test]
+fn loom_the_runtime_going_during_its_turn_leaves_the_fallback_no_insert_to_miss() {
+    bounded(3, || {
+        let (core, shard, _armed, _held) = owned_core();
+        at(&core, 5);
+        let old_turn = {
+            let core = core.clone();
+            loom::thread::spawn(move || core.alarm_went_off())
+        };
+        let fallback = {
+            let core = core.clone();
+            loom::thread::spawn(move || {
+                core.runtime_gone(None);
+                core.ensure_driver();
+                // The thread is known from here on (`set_thread`, before its first turn).
+                core.thread_unparked.store(false, Ordering::SeqCst);
+                core.turn(core.clock.now_tick(), &mut Scratch::default())
+            })
+        };
+        let timer = registered(&shard, 10, Waker::noop());
+        old_turn.join().unwrap();
+        let mut next = fallback.join().unwrap();
+        while core.thread_unparked.swap(false, Ordering::SeqCst) {
+            next = core.turn(core.clock.now_tick(), &mut Scratch::default());
+        }
+        assert!(
+            next.is_some_and(|tick| tick <= 10),
+            "a timer due at 10, the fallback thread parked until {next:?}"
+        );
+        drop(timer);
+    });
+}
+
+/// The overlap above on two shards: the old turn and the fallback's turn cross between
+/// them (each may be on either shard while the other is on the other), and the owner's
+/// insert at 10 goes through the log of the second.
+#[test]
+fn loom_the_runtime_going_during_a_turn_of_two_shards_leaves_the_fallback_no_insert_to_miss() {
+    bounded(3, || {
+        let (core, shards, armed) = core_with(Mode::Tokio, 2);
+        let early = registered(&shards[0], 3, Waker::noop()); // locked: claims shard 0
+        let late = registered(&shards[1], 100, Waker::noop()); // locked: claims shard 1
+        core.alarm_went_off();
+        assert_eq!(armed.load(Ordering::SeqCst), 3);
+        at(&core, 5);
+        let old_turn = {
+            let core = core.clone();
+            loom::thread::spawn(move || core.alarm_went_off())
+        };
+        let fallback = {
+            let core = core.clone();
+            loom::thread::spawn(move || {
+                core.runtime_gone(None);
+                core.ensure_driver();
+                core.thread_unparked.store(false, Ordering::SeqCst);
+                core.turn(core.clock.now_tick(), &mut Scratch::default())
+            })
+        };
+        let timer = registered(&shards[1], 10, Waker::noop());
+        old_turn.join().unwrap();
+        let mut next = fallback.join().unwrap();
+        while core.thread_unparked.swap(false, Ordering::SeqCst) {
+            next = core.turn(core.clock.now_tick(), &mut Scratch::default());
+        }
+        assert!(
+            next.is_some_and(|tick| tick <= 10),
+            "a timer due at 10, the fallback thread parked until {next:?}"
+        );
+        drop((timer, early, late));
+    });
+}
+
+/// A waker that records the loom thread each of its wakes ran on.
+struct OnThread {
+    wakes: std::sync::Mutex<Vec<crate::sync::ThreadId>>,
+}
+
+impl Wake for OnThread {
+    fn wake(self: std::sync::Arc<Self>) {
+        self.wake_by_ref();
+    }
+    fn wake_by_ref(self: &std::sync::Arc<Self>) {
+        self.wakes.lock().unwrap().push(crate::sync::thread_id());
+    }
+}
+
+/// An owner's thread exits (orphaning the shard, `Drain::AskOnly`) with an insert due at
+/// 2 in its log, left there by a stale `armed` hint, while the alarm's turn at 5 runs:
+/// the timer is completed, or woken, never on the owner's thread (in its destructor), or
+/// the alarm is left at or before 5, and the firing that asks for then wakes it, once.
+/// The orphaning is called at the end of the owner's thread (see
+/// [`orphan_now`](crate::driver::owner::orphan_now)).
+#[test]
+fn loom_an_orphaning_that_drains_a_due_insert_only_asks_for_a_turn_and_loses_nothing() {
+    bounded(6, || {
+        let (core, shard, armed) = core(Mode::Tokio);
+        let on = std::sync::Arc::new(OnThread {
+            wakes: std::sync::Mutex::new(Vec::new()),
+        });
+        let waker = Waker::from(on.clone());
+        let owner = {
+            let shard = shard.clone();
+            loom::thread::spawn(move || {
+                let held = registered(&shard, 100, Waker::noop()); // locked: claims
+                shard.stale_armed_hint();
+                let mut timer = Registration::new(shard.clone(), IDLE);
+                let done = timer.register(2, Some(&waker)).is_ready();
+                crate::driver::owner::orphan_now(); // as the thread's exit would
+                (crate::sync::thread_id(), held, timer, done)
+            })
+        };
+        let turner = {
+            let core = core.clone();
+            loom::thread::spawn(move || {
+                at(&core, 5);
+                core.alarm_went_off()
+            })
+        };
+        let (owner_id, held, timer, done) = owner.join().unwrap();
+        turner.join().unwrap();
+        let wakes = on.wakes.lock().unwrap().clone();
+        assert!(
+            !wakes.contains(&owner_id),
+            "woken on the exiting owner's thread (its destructor)"
+        );
+        let alarm = armed.load(Ordering::SeqCst);
+        assert!(
+            done || !wakes.is_empty() || alarm <= 5,
+            "due at 2: not completed, not woken, the alarm at {alarm}"
+        );
+        if !done && wakes.is_empty() {
+            core.alarm_went_off();
+            assert_eq!(
+                on.wakes.lock().unwrap().len(),
+                1,
+                "the firing asked for did not wake it"
+            );
+        }
+        assert!(on.wakes.lock().unwrap().len() <= 1, "woken twice");
+        drop((held, timer));
     });
 }
