@@ -229,7 +229,7 @@ fn an_owners_register_and_cancel_take_no_lock() {
     let owner = std::thread::scope(|scope| {
         // The calling thread is the owner: it runs the ops; a watchdog would need the
         // owner's thread, so the bound is on the report of the ops' end instead.
-        scope.spawn(|| {
+        scope.spawn(move || {
             let _ = finished.recv_timeout(Duration::from_secs(10));
             let _ = release.send(());
         });
