@@ -238,7 +238,7 @@ fn an_owners_register_and_cancel_take_no_lock() {
             assert!(timer.register(100 + round, None).is_pending());
             drop(timer);
         }
-        done.send(()).expect("the watchdog waits");
+        let _ = done.send(()); // the watchdog gone: it let the holder go after 10 s
         in_the_log(&shard)
     });
     holder.join().expect("the holder does not panic");
