@@ -368,3 +368,36 @@ fn loom_an_orphaned_shard_with_cancels_in_its_log_leaves_no_placeholder_behind()
         );
     });
 }
+
+/// The runtime goes while the owner drops a timer due at 10 through its log: the sweep
+/// applies the cancel (no wake) or wakes the timer first (once, spuriously), and the
+/// waker, whose last drop locks the shard, is dropped with no lock held; no entry is left.
+#[test]
+fn loom_the_runtime_going_as_the_owner_cancels_through_the_log_leaves_no_entry() {
+    bounded(3, || {
+        let (core, shard, _armed, _held) = owned_core();
+        let (wakes, dropped) = (
+            LoomArc::new(AtomicUsize::new(0)),
+            LoomArc::new(AtomicBool::new(false)),
+        );
+        let waker = Waker::from(std::sync::Arc::new(LocksOnDrop {
+            shard: shard.clone(),
+            wakes: wakes.clone(),
+            dropped: dropped.clone(),
+        }));
+        let timer = registered(&shard, 10, &waker); // through the log
+        drop(waker);
+        let gone = {
+            let core = core.clone();
+            loom::thread::spawn(move || core.runtime_gone(None))
+        };
+        drop(timer); // through the log
+        gone.join().unwrap();
+        assert!(wakes.load(Ordering::SeqCst) <= 1, "woken twice");
+        assert_eq!(core.snapshot().registered, 2, "the cancelled entry is left");
+        assert!(
+            dropped.load(Ordering::SeqCst),
+            "the cancelled timer's waker is held"
+        );
+    });
+}
