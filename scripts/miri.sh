@@ -2,8 +2,9 @@
 # Miri over the tests that reach the timer crate's `unsafe` code: the purgatory's
 # (`arc_from_ptr` in its checks, the condition's cell in `op.rs`; src/sync.rs's own waker
 # vtable is loom's only), and the shard owner's log (its slots' and reserve's cells,
-# src/driver/owner.rs: the lib's `driver::owner::tests`, an owner and a foreign thread, an owner's
-# thread exiting). tests/purgatory.rs (threshold waits included) and
+# src/driver/owner.rs: the lib's `driver::owner::tests`, an owner and a foreign thread
+# with the owner's inserts and cancels, timers moved away and back, an owner's thread
+# exiting). tests/purgatory.rs (threshold waits included) and
 # tests/purgatory_races.rs run whole, their large counts cut under `cfg(miri)`;
 # tests/purgatory_prop.rs (proptest: thousands of cases) is left to the native runs.
 # Installs nightly's miri component when it is missing.

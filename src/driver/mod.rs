@@ -38,10 +38,13 @@
 //!
 //! 1. A shard's wheel, its `armed` tick and its run-entry marks are touched only with that
 //!    shard's lock held. The one way in without it is the shard owner's log ([`owner`]):
-//!    the thread that owns a shard writes its registers there, and every lock holder
-//!    applies the log, in order, before it looks at anything ([`Shard::lock`] drains it),
-//!    so under the lock the wheel is as if each of those registers had been locked. Cancels,
-//!    polls and resets, the owner's too, take the lock. Outside any lock are the clock (read-mostly atomics, see
+//!    the thread that owns a shard writes its registers and cancels there, and every lock
+//!    holder applies the log, in order, before it looks at anything ([`Shard::lock`]
+//!    drains it), so under the lock the wheel is as if each of those ops had been locked.
+//!    Polls and resets, the owner's too, take the lock; so do cancels by any other thread,
+//!    and the owner's when its log is full. A cancel in the log lets the turn fire the
+//!    timer first: its waker is woken once, spuriously (the drain then drops it, after the
+//!    unlock). Outside any lock are the clock (read-mostly atomics, see
 //!    [`clock`]), the `mode` (which only moves forward: tokio to stopped, when the runtime
 //!    goes, then stopped to fallback, when a driver thread takes over), the counters,
 //!    `requested` (the earliest tick inserts asked the alarm for) and the [token](token)
@@ -59,8 +62,9 @@
 //!    removes it (on completion, reset or drop), so an owner's key never names another
 //!    owner's entry. A shard owner registers with keys from a reserve of placeholders
 //!    (entries linked nowhere, due never); a key returns to the reserve only under the
-//!    lock, after the log was applied, so it is never handed out while an insert of its
-//!    last use is still in the log.
+//!    lock, after the log was applied (a key the owner cancels through its log comes back
+//!    through the drain that applies that cancel), so it is never handed out while an op
+//!    of its last use is still in the log.
 //! 4. No expiry is missed. A shard's `armed` is the earliest tick the driver is known to
 //!    turn at, as far as that shard is concerned: each turn sets it to the shard's own
 //!    next expiration, which is no earlier than the tick the driver then waits for (the

@@ -1,21 +1,30 @@
-//! A shard's owner: the one thread that registers timers there without taking its lock.
+//! A shard's owner: the one thread that registers and cancels timers there without
+//! taking its lock.
 //!
 //! The first thread to register on a shard nobody owns claims it (under the lock, once
-//! per thread and shard), and from then on registers by writing to the shard's **log**, a
-//! single-producer ring of inserts, instead of locking. Whoever takes the shard's lock
-//! next applies the log first ([`Shard::lock`] drains it before it hands out the guard),
-//! so every locked path (the turn, a poll, a cancel, a reset, a run entry, a snapshot, the
-//! runtime's end, an orphaning) sees the owner's inserts, in order, before anything else.
-//! Cancels, polls and resets, the owner's included, stay locked: a key's insert is always
-//! applied before anything looks at the key.
+//! per thread and shard), and from then on registers and cancels by writing to the
+//! shard's **log**, a single-producer ring of ops (inserts and cancels), instead of
+//! locking. Whoever takes the shard's lock next applies the log first ([`Shard::lock`]
+//! drains it before it hands out the guard), so every locked path (the turn, a poll, a
+//! cancel, a reset, a run entry, a snapshot, the runtime's end, an orphaning) sees the
+//! owner's ops, in order, before anything else. Polls and resets, the owner's included,
+//! stay locked: a key's ops are always applied before anything looks at the key.
 //!
 //! - **Keys.** The owner needs a key before its insert is applied, so it keeps a reserve
 //!   of placeholder entries (unlinked, due never; see [`Wheel::placeholder`]), taken in
 //!   batches under the lock at the claim and whenever a locked register finds the reserve
-//!   empty. A key goes back to the reserve only under the lock, when the owner's own
-//!   cancel (or a poll or reset that ends the timer) finds it marked as the owner's, after
-//!   the log was drained: no key is handed out again before its last insert was applied.
-//!   A timer of the owner's dropped on another thread frees its key to the slab.
+//!   empty. A key goes back to the reserve only under the lock, after the log was drained:
+//!   when the owner's locked cancel (or a poll or reset that ends the timer) finds it
+//!   marked as the owner's, or when a drain applies the owner's cancel of it (the key then
+//!   waits, a placeholder, in the shard's `returned` until the owner's next refill). So no
+//!   key is handed out again before its last op was applied. Any other key (a timer of
+//!   the owner's dropped on another thread, a foreign timer the owner drops) is freed to
+//!   the slab by whoever applies its cancel.
+//! - **Cancels.** The owner's cancel needs no fence (it never needs the driver earlier).
+//!   A turn that fires the timer before a drain applies the cancel wakes its waker once,
+//!   spuriously, as tokio's timer may on a cancel from another thread; the drain hands
+//!   the waker to its guard, which drops it after the unlock (it may be the last handle of
+//!   a task whose future holds a timer here, whose drop locks the shard).
 //! - **Ground rule 4 without the lock.** The lock holder publishes the shard's `armed`
 //!   and the wheel's time as hints when they change. The owner writes its insert, then
 //!   `fence(SeqCst)`, then reads the hints: if a lower bound of its bucket's expiration is
@@ -29,11 +38,11 @@
 //!   the insert against the runtime's end: `runtime_gone` switches the mode, fences, then
 //!   sweeps (its locks drain); the owner, after its fence, reads the mode.
 //! - **Orphans.** When the owner's thread exits, a thread-local's destructor locks each
-//!   shard it owns (draining its log), frees its reserve, forgets which live keys were its
-//!   own, and lets the shard go (`owner = 0`, release); what its drain must tell the
-//!   driver it only asks for ([`Drain::AskOnly`]): no turn runs in a destructor. The next
-//!   thread to register there claims it (acquire), so the log's slots pass from one owner
-//!   to the next in order.
+//!   shard it owns (draining its log), frees its reserve and its returned keys, forgets
+//!   which live keys were its own, and lets the shard go (`owner = 0`, release); what its
+//!   drain must tell the driver it only asks for ([`Drain::AskOnly`]): no turn runs in a
+//!   destructor. The next thread to register there claims it (acquire), so the log's
+//!   slots pass from one owner to the next in order.
 
 use super::shard::{Bits, Registered, Shard, ShardGuard, ShardState};
 use crate::sync::{fence, thread_local, AtomicU64, Ordering, UnsafeCell};
@@ -58,11 +67,13 @@ const RESERVE_BATCH: usize = 4;
 /// Most keys an owner keeps; the keys of more cancelled timers are freed.
 const RESERVE_MAX: usize = 4 * RESERVE_BATCH;
 
-/// An owner's register, written to its log.
-struct Insert {
-    key: usize,
-    tick: u64,
-    waker: Waker,
+/// An owner's operation, written to its log.
+enum Op {
+    /// A register: fill the placeholder at `key`.
+    Insert { key: usize, tick: u64, waker: Waker },
+    /// A cancel of the timer at `key`, which the owner no longer holds (see
+    /// [`Shard::cancel_owned`]).
+    Cancel { key: usize },
 }
 
 /// A shard's owner section: who owns it, its log, the hints it reads, its reserve.
@@ -79,7 +90,7 @@ pub(crate) struct Owner {
     /// The wheel's time, as last published under the lock.
     elapsed_hint: AtomicU64,
     /// The log's slots, made at the first claim (a shard nobody claims has none).
-    slots: OnceLock<Box<[UnsafeCell<Option<Insert>>]>>,
+    slots: OnceLock<Box<[UnsafeCell<Option<Op>>]>>,
     /// The owner's placeholder keys: touched only by the owner's thread (a claim acquires
     /// what the last owner's orphaning released).
     reserve: UnsafeCell<Vec<usize>>,
@@ -106,6 +117,29 @@ impl Owner {
     /// Whether the calling thread owns the shard.
     fn is_mine(&self) -> bool {
         self.id.load(Ordering::Relaxed) == thread_id()
+    }
+
+    /// The log's tail, when its slot there is free (a drain applied it). For the owner's
+    /// thread only.
+    fn free_slot(&self) -> Option<u64> {
+        let tail = self.tail.load(Ordering::Relaxed);
+        (tail - self.head.load(Ordering::Acquire) < LOG_SLOTS).then_some(tail)
+    }
+
+    /// Writes `op` to the slot at `tail` ([`free_slot`](Self::free_slot)'s) and publishes
+    /// it. For the owner's thread only.
+    fn push(&self, tail: u64, op: Op) {
+        let slots = self
+            .slots
+            .get()
+            .expect("a shard's log is made at its claim");
+        let slot = &slots[(tail % LOG_SLOTS) as usize];
+        // SAFETY: the slot is the owner's: the drain that last applied it stored a head
+        // past it, which `free_slot`'s load acquired, and no drain reads it before the
+        // store of the tail below.
+        #[allow(unsafe_code)]
+        slot.with_mut(|slot| unsafe { *slot = Some(op) });
+        self.tail.store(tail + 1, Ordering::Release);
     }
 
     /// Runs `f` on the reserve. For the owner's thread only.
@@ -224,24 +258,13 @@ impl Shard {
         if !owner.is_mine() || tick <= owner.elapsed_hint.load(Ordering::Relaxed) {
             return Err(waker);
         }
-        let tail = owner.tail.load(Ordering::Relaxed);
-        if tail - owner.head.load(Ordering::Acquire) >= LOG_SLOTS {
+        let Some(tail) = owner.free_slot() else {
             return Err(waker);
-        }
+        };
         let Some(key) = owner.reserve(Vec::pop) else {
             return Err(waker);
         };
-        let slots = owner
-            .slots
-            .get()
-            .expect("a shard's log is made at its claim");
-        let slot = &slots[(tail % LOG_SLOTS) as usize];
-        // SAFETY: the slot is the owner's: the drain that last applied it stored a head
-        // past it, which the load above acquired, and no drain reads it before the store
-        // of the tail below.
-        #[allow(unsafe_code)]
-        slot.with_mut(|slot| unsafe { *slot = Some(Insert { key, tick, waker }) });
-        owner.tail.store(tail + 1, Ordering::Release);
+        owner.push(tail, Op::Insert { key, tick, waker });
         // One half of both pairs (see the module docs): with the turn's fence after it
         // publishes `armed`, and with `runtime_gone`'s after its mode switch.
         fence(Ordering::SeqCst);
@@ -264,6 +287,24 @@ impl Shard {
         }
         self.core.ensure_driver();
         Ok(Registered::Pending(key))
+    }
+
+    /// The owner's cancel, through the log: `false` when the calling thread is not the
+    /// owner or the log is full (the locked path must do it). Any key of this shard may
+    /// go this way, the owner's or not: the caller held it and lets go of it here, and the
+    /// drain that applies the cancel decides, under the lock, where the key goes (see
+    /// [`drain`](Self::drain)). No fence: a cancel never needs the driver earlier. A turn
+    /// that fires the timer before the drain wakes its waker once, spuriously.
+    pub(super) fn cancel_owned(&self, key: usize) -> bool {
+        let owner = &self.owner;
+        if !owner.is_mine() {
+            return false;
+        }
+        let Some(tail) = owner.free_slot() else {
+            return false;
+        };
+        owner.push(tail, Op::Cancel { key });
+        true
     }
 
     /// Under the lock, before a locked register: the calling thread claims the shard if
@@ -306,15 +347,18 @@ impl Shard {
         }
     }
 
-    /// Takes a batch of placeholder keys into the owner's reserve. Owner, under the lock.
+    /// Takes the keys of the owner's cancels that drains applied, and more placeholders
+    /// up to a batch, into the owner's reserve. Owner, under the lock.
     fn refill(&self, state: &mut ShardState) {
         self.owner.reserve(|reserve| {
-            while reserve.len() < RESERVE_BATCH {
+            while reserve.len() + state.returned.len() < RESERVE_BATCH {
                 let key = state.wheel.placeholder(Waker::noop().clone());
                 state.owned.set(key);
                 state.placeholders += 1;
                 reserve.push(key);
             }
+            // Last, so that they are handed out first, while still in cache.
+            reserve.append(&mut state.returned);
         });
     }
 
@@ -343,7 +387,8 @@ impl Shard {
     /// Applies the owner's log, in order. Unless `drain` is the turn's (which sets `armed`
     /// from what it finds) each insert follows ground rule 4 as a locked one does: one
     /// already due, or queued before `armed`, has the guard tell the driver after the
-    /// unlock (see [`Drain`]).
+    /// unlock (see [`Drain`]). Each cancel's waker is dropped by the guard after the
+    /// unlock: it may be the last handle of a task whose future holds a timer here.
     pub(super) fn drain(&self, guard: &mut ShardGuard<'_>, drain: Drain) {
         let tail = self.owner.tail.load(Ordering::Acquire);
         let mut head = guard.head;
@@ -359,30 +404,55 @@ impl Shard {
             let slot = &slots[(head % LOG_SLOTS) as usize];
             // SAFETY: the owner wrote this slot before the store of the tail that the load
             // above acquired, and writes it again only after the store of the head past it
-            // below, made once the insert is taken out.
+            // below, made once the op is taken out.
             #[allow(unsafe_code)]
-            let insert = slot
+            let op = slot
                 .with_mut(|slot| unsafe { (*slot).take() })
-                .expect("a published slot holds an insert");
-            // Past the slot before the insert is applied: if applying it panics, the next
-            // lock starts at the next slot, not at this one, emptied.
+                .expect("a published slot holds an op");
+            // Past the slot before the op is applied: if applying it panics, the next lock
+            // starts at the next slot, not at this one, emptied.
             head += 1;
             guard.head = head;
             self.owner.head.store(head, Ordering::Release);
-            let (placeholder, placed) = guard.wheel.fill(insert.key, insert.tick, insert.waker);
-            drop(placeholder); // the no-op waker: no user code
-            guard.placeholders -= 1;
-            if drain != Drain::Quiet {
-                let tick = match placed {
-                    Placed::Ready if drain == Drain::Completing(insert.key) => None,
-                    Placed::Ready => Some(insert.tick),
-                    Placed::Pending { queued } => guard.notify_for(queued),
-                };
-                if let Some(tick) = tick {
-                    guard.notify_after(tick);
+            match op {
+                Op::Insert { key, tick, waker } => {
+                    let (placeholder, placed) = guard.wheel.fill(key, tick, waker);
+                    drop(placeholder); // the no-op waker: no user code
+                    guard.placeholders -= 1;
+                    if drain != Drain::Quiet {
+                        let tick = match placed {
+                            Placed::Ready if drain == Drain::Completing(key) => None,
+                            Placed::Ready => Some(tick),
+                            Placed::Pending { queued } => guard.notify_for(queued),
+                        };
+                        if let Some(tick) = tick {
+                            guard.notify_after(tick);
+                        }
+                    }
+                }
+                Op::Cancel { key } => {
+                    let waker = Self::cancelled(guard, key);
+                    guard.release_after(waker);
                 }
             }
         }
+    }
+
+    /// Applies an owner's cancel (the lock held, the log applied up to it): the key of
+    /// one of the owner's timers becomes a placeholder again and waits in
+    /// `returned` for the owner's next locked refill, so that the owner hands it out
+    /// again only once this cancel was applied; any other key is freed to the slab. Hands
+    /// back the timer's waker, to be dropped unlocked (ground rule 2).
+    fn cancelled(state: &mut ShardState, key: usize) -> Option<Waker> {
+        if state.owned.get(key) {
+            if state.returned.len() < RESERVE_MAX {
+                state.returned.push(key);
+                state.placeholders += 1;
+                return Some(state.wheel.vacate(key, Waker::noop().clone()));
+            }
+            state.owned.clear(key);
+        }
+        state.wheel.try_remove(key)
     }
 
     /// Whether the owner has written inserts past `head`, the log's head when the turn
@@ -415,7 +485,13 @@ impl Shard {
         if self.owner.id.load(Ordering::Relaxed) != me {
             return;
         }
-        for key in self.owner.reserve(std::mem::take) {
+        let returned = std::mem::take(&mut state.returned);
+        for key in self
+            .owner
+            .reserve(std::mem::take)
+            .into_iter()
+            .chain(returned)
+        {
             drop(state.wheel.try_remove(key)); // a placeholder's no-op waker
             state.placeholders -= 1;
         }

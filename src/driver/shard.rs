@@ -47,6 +47,8 @@ pub(crate) struct ShardState {
     pub(super) owned: Bits,
     /// How many entries are placeholders, not timers.
     pub(super) placeholders: usize,
+    /// Placeholder keys of the owner's cancels that drains applied, for its next refill.
+    pub(super) returned: Vec<usize>,
     /// Whether the shard has an owner's log (from its first claim on).
     pub(super) logged: bool,
     /// The log's next slot to apply.
@@ -101,6 +103,7 @@ impl Shard {
                 keepalive: None,
                 owned: Bits::default(),
                 placeholders: 0,
+                returned: Vec::new(),
                 logged: false,
                 head: 0,
                 published: Published::default(),
@@ -130,6 +133,7 @@ impl Shard {
             state: ManuallyDrop::new(lock(&self.state)),
             notify: None,
             ask_only: matches!(drain, Drain::AskOnly),
+            released: Vec::new(),
         };
         if guard.logged {
             self.drain(&mut guard, drain);
@@ -193,8 +197,13 @@ impl Shard {
     }
 
     /// Forgets a registered timer, handing back its waker to be dropped unlocked. O(1).
+    /// The owner's goes through its log, with no lock: then the drain that applies it
+    /// drops the waker (see [`Shard::cancel_owned`]).
     #[must_use = "the waker is dropped by the caller, after the lock"]
     pub(crate) fn cancel(&self, key: usize) -> Option<Waker> {
+        if self.cancel_owned(key) {
+            return None;
+        }
         self.release_key(&mut self.lock(), key)
     }
 
@@ -284,12 +293,19 @@ pub(crate) struct ShardGuard<'a> {
     /// Call [`Core::ask_for`] instead, which never turns in the caller (a thread-local
     /// destructor: see [`Drain::AskOnly`]).
     ask_only: bool,
+    /// Wakers the holder let go of (the drained cancels'), dropped after the unlock.
+    released: Vec<Waker>,
 }
 
 impl ShardGuard<'_> {
     /// Asks for [`Core::wake_for`]`(tick)` once the lock is released.
     pub(crate) fn notify_after(&mut self, tick: u64) {
         self.notify = Some(self.notify.map_or(tick, |earlier| earlier.min(tick)));
+    }
+
+    /// Drops `waker` once the lock is released (ground rule 2).
+    pub(super) fn release_after(&mut self, waker: Option<Waker>) {
+        self.released.extend(waker);
     }
 }
 
@@ -317,6 +333,9 @@ impl Drop for ShardGuard<'_> {
         unsafe {
             ManuallyDrop::drop(&mut self.state)
         };
+        for waker in self.released.drain(..) {
+            self.shard.core.release(Some(waker));
+        }
         match self.notify {
             Some(tick) if self.ask_only => self.shard.core.ask_for(tick),
             Some(tick) => self.shard.core.wake_for(tick),

@@ -354,3 +354,162 @@ fn loom_an_orphaning_that_drains_a_due_insert_only_asks_for_a_turn_and_loses_not
         drop((held, timer));
     });
 }
+
+/// A waker whose last drop locks its timer's shard, as dropping the last handle of a task
+/// whose future holds a timer there does; it counts its wakes and notes that it was
+/// dropped.
+struct LocksOnDrop {
+    shard: Arc<Shard>,
+    wakes: LoomArc<AtomicUsize>,
+    dropped: LoomArc<AtomicBool>,
+}
+
+impl Wake for LocksOnDrop {
+    fn wake(self: std::sync::Arc<Self>) {
+        self.wakes.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+impl Drop for LocksOnDrop {
+    fn drop(&mut self) {
+        drop(self.shard.lock());
+        self.dropped.store(true, Ordering::SeqCst);
+    }
+}
+
+/// The owner drops a timer due at 5 (its cancel goes through the log, no lock) while the
+/// alarm's turn at 6 fires it: the timer's waker, whose drop locks the shard, is woken at
+/// most once (a fire before the cancel is applied wakes it, spuriously) and dropped with
+/// no lock held, by the turn or by the lock that applies the cancel; no entry is left.
+#[test]
+fn loom_an_owners_cancel_vs_the_fire_drops_the_waker_unlocked_and_leaves_no_entry() {
+    bounded(2, || {
+        let (core, shard, _armed, _held) = owned_core();
+        let (wakes, dropped) = (
+            LoomArc::new(AtomicUsize::new(0)),
+            LoomArc::new(AtomicBool::new(false)),
+        );
+        let waker = Waker::from(std::sync::Arc::new(LocksOnDrop {
+            shard: shard.clone(),
+            wakes: wakes.clone(),
+            dropped: dropped.clone(),
+        }));
+        let timer = registered(&shard, 5, &waker); // through the log
+        drop(waker); // the entry's is the last
+        at(&core, 6);
+        let turner = {
+            let core = core.clone();
+            loom::thread::spawn(move || core.alarm_went_off())
+        };
+        drop(timer); // through the log
+        turner.join().unwrap();
+        assert_eq!(core.snapshot().registered, 2, "the cancelled entry is left");
+        assert!(
+            dropped.load(Ordering::SeqCst),
+            "the cancelled timer's waker is held"
+        );
+        assert!(wakes.load(Ordering::SeqCst) <= 1, "woken twice");
+    });
+}
+
+/// The owner cancels one of its timers through the log while a foreign thread registers
+/// under the lock (which may apply that cancel): the cancelled key waits as a placeholder
+/// for the owner's next refill, and is not handed to the foreign timer meanwhile; the
+/// owner's later timers, some with that key, and the foreign one never share a key, and
+/// the foreign one fires at its deadline.
+#[test]
+fn loom_an_owners_cancelled_key_is_reused_only_by_the_owner_after_the_cancel() {
+    bounded(2, || {
+        let (core, shard, _armed, _held) = owned_core();
+        let cancelled = registered(&shard, 5, Waker::noop()); // through the log
+        let foreign = {
+            let shard = shard.clone();
+            loom::thread::spawn(move || registered(&shard, 7, Waker::noop()))
+        };
+        drop(cancelled); // through the log
+        let foreign = foreign.join().unwrap();
+        // Enough registers to empty the reserve and refill it from the returned keys.
+        let mine: Vec<Registration> = (0..6)
+            .map(|_| registered(&shard, 50, Waker::noop()))
+            .collect();
+        let mut keys: Vec<usize> = mine.iter().filter_map(Registration::key).collect();
+        keys.extend(foreign.key());
+        let count = keys.len();
+        keys.sort_unstable();
+        keys.dedup();
+        assert_eq!(keys.len(), count, "two timers share a key");
+        at(&core, 7);
+        core.alarm_went_off();
+        assert!(foreign.is_elapsed(), "the foreign timer did not fire at 7");
+        assert!(mine.iter().all(|timer| !timer.is_elapsed()), "fired early");
+        drop((mine, foreign));
+        assert_eq!(core.snapshot().registered, 2);
+    });
+}
+
+/// An owner registers two timers and cancels the second through its log, then its thread
+/// exits (the orphaning applies the log) while a second thread registers there and the
+/// alarm's turn runs: the keys of the old owner's cancels do not outlive it as
+/// placeholders of nobody's, and nothing is left once every timer is dropped.
+#[test]
+fn loom_an_orphaned_shard_with_cancels_in_its_log_leaves_no_placeholder_behind() {
+    bounded(2, || {
+        let (core, shard, _armed) = core(Mode::Tokio);
+        let owner = {
+            let shard = shard.clone();
+            loom::thread::spawn(move || {
+                let first = registered(&shard, 10, Waker::noop()); // claims
+                drop(registered(&shard, 5, Waker::noop())); // through the log, both ops
+                first // its thread-locals are dropped after: the orphaning
+            })
+        };
+        let next = {
+            let shard = shard.clone();
+            loom::thread::spawn(move || registered(&shard, 100, Waker::noop()))
+        };
+        at(&core, 3);
+        core.alarm_went_off();
+        let first = owner.join().unwrap();
+        let other = next.join().unwrap();
+        drop((first, other));
+        assert_eq!(core.snapshot().registered, 0);
+        let state = shard.lock();
+        assert!(
+            state.returned.iter().all(|&key| state.owned.get(key)),
+            "an orphaned owner's cancelled key is left, nobody's"
+        );
+    });
+}
+
+/// The runtime goes while the owner drops a timer due at 10 through its log: the sweep
+/// applies the cancel (no wake) or wakes the timer first (once, spuriously), and the
+/// waker, whose last drop locks the shard, is dropped with no lock held; no entry is left.
+#[test]
+fn loom_the_runtime_going_as_the_owner_cancels_through_the_log_leaves_no_entry() {
+    bounded(3, || {
+        let (core, shard, _armed, _held) = owned_core();
+        let (wakes, dropped) = (
+            LoomArc::new(AtomicUsize::new(0)),
+            LoomArc::new(AtomicBool::new(false)),
+        );
+        let waker = Waker::from(std::sync::Arc::new(LocksOnDrop {
+            shard: shard.clone(),
+            wakes: wakes.clone(),
+            dropped: dropped.clone(),
+        }));
+        let timer = registered(&shard, 10, &waker); // through the log
+        drop(waker);
+        let gone = {
+            let core = core.clone();
+            loom::thread::spawn(move || core.runtime_gone(None))
+        };
+        drop(timer); // through the log
+        gone.join().unwrap();
+        assert!(wakes.load(Ordering::SeqCst) <= 1, "woken twice");
+        assert_eq!(core.snapshot().registered, 2, "the cancelled entry is left");
+        assert!(
+            dropped.load(Ordering::SeqCst),
+            "the cancelled timer's waker is held"
+        );
+    });
+}

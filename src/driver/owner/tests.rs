@@ -194,3 +194,113 @@ fn an_owner_and_a_foreign_thread_share_the_log() {
     drop(last);
     assert_eq!(core.snapshot().registered, 0, "an entry outlived its owner");
 }
+
+/// A manual-clock core with one shard that the calling thread owns (its first register,
+/// locked, claimed it); that timer, due at 1000.
+fn owned_manual_core() -> (Arc<Core>, Arc<super::Shard>, Registration) {
+    let clock = Clock::new(Duration::from_nanos(1), Source::Manual);
+    let (core, shards) = Core::new(clock, Mode::Manual, 64, 1);
+    let shard = shards[0].clone();
+    let mut claims = Registration::new(shard.clone(), IDLE);
+    assert!(claims.register(1000, None).is_pending());
+    (core, shard, claims)
+}
+
+/// The owner's register and cancel (W1's) take no lock: they finish while another
+/// thread holds the shard's, and the holder's next lock applies them.
+#[test]
+fn an_owners_register_and_cancel_take_no_lock() {
+    let (core, shard, claims) = owned_manual_core();
+    let (locked, holding) = std::sync::mpsc::channel();
+    let (release, released) = std::sync::mpsc::channel::<()>();
+    let holder = {
+        let shard = shard.clone();
+        std::thread::spawn(move || {
+            let guard = shard.lock();
+            locked.send(()).expect("the test waits for the lock");
+            let _ = released.recv();
+            drop(guard);
+        })
+    };
+    holding
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the holder takes the lock within 10 s");
+    let (done, finished) = std::sync::mpsc::channel();
+    let owner = std::thread::scope(|scope| {
+        // The calling thread is the owner: it runs the ops; a watchdog would need the
+        // owner's thread, so the bound is on the report of the ops' end instead.
+        scope.spawn(move || {
+            let _ = finished.recv_timeout(Duration::from_secs(10));
+            let _ = release.send(());
+        });
+        for round in 0..10 {
+            let mut timer = Registration::new(shard.clone(), IDLE);
+            assert!(timer.register(100 + round, None).is_pending());
+            drop(timer);
+        }
+        let _ = done.send(()); // the watchdog gone: it let the holder go after 10 s
+        in_the_log(&shard)
+    });
+    holder.join().expect("the holder does not panic");
+    assert_eq!(owner, 20, "ten inserts and ten cancels wait in the log");
+    assert_eq!(core.snapshot().registered, 1, "a cancelled timer is left");
+    assert_eq!(in_the_log(&shard), 0);
+    drop(claims);
+    assert_eq!(core.snapshot().registered, 0);
+}
+
+/// Timers registered by the owner, some dropped by it (through its log), some polled on a
+/// foreign thread and sent back to be dropped by the owner, and timers the foreign thread
+/// registered, dropped by the owner too (any key's cancel goes through the log): the log's
+/// ops and the returned keys pass between the threads as the module says (Miri), every
+/// key is used by one timer at a time, and nothing is left behind.
+#[test]
+fn an_owners_cancels_of_its_own_moved_and_foreign_timers_share_the_log() {
+    let (core, shard, claims) = owned_manual_core();
+    let (send, receive) = std::sync::mpsc::channel::<Registration>();
+    let (back, returned) = std::sync::mpsc::channel::<Registration>();
+    let foreign = {
+        let shard = shard.clone();
+        std::thread::spawn(move || {
+            for mut timer in receive {
+                let _ = timer.poll(Waker::noop());
+                let mut own = Registration::new(shard.clone(), IDLE);
+                let _ = own.register(500, None);
+                for timer in [timer, own] {
+                    back.send(timer).expect("the owner takes them back");
+                }
+            }
+        })
+    };
+    let mut held = Vec::new();
+    for round in 0..60_u64 {
+        let mut timer = Registration::new(shard.clone(), IDLE);
+        let _ = timer.register(core.clock.now_tick() + 1 + round % 5, None);
+        match round % 3 {
+            0 => drop(timer),
+            1 => send.send(timer).expect("the foreign thread runs"),
+            _ => held.push(timer),
+        }
+        while let Ok(timer) = returned.try_recv() {
+            drop(timer); // a moved timer of the owner's, or a foreign one
+        }
+        if round % 20 == 19 {
+            core.advance_by(Duration::from_nanos(2));
+        }
+        let mut keys: Vec<usize> = held.iter().filter_map(Registration::key).collect();
+        let count = keys.len();
+        keys.sort_unstable();
+        keys.dedup();
+        assert_eq!(keys.len(), count, "two held timers share a key");
+    }
+    drop(send);
+    foreign.join().expect("the foreign thread does not panic");
+    drop(returned.into_iter().collect::<Vec<_>>());
+    core.advance_by(Duration::from_nanos(10));
+    assert!(
+        held.iter().all(Registration::is_elapsed),
+        "a held timer did not fire"
+    );
+    drop((held, claims));
+    assert_eq!(core.snapshot().registered, 0, "an entry outlived its timer");
+}
