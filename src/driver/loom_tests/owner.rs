@@ -364,6 +364,22 @@ struct LocksOnDrop {
     dropped: LoomArc<AtomicBool>,
 }
 
+impl LocksOnDrop {
+    /// Such a waker on `shard`, with its wake count and its dropped flag.
+    fn waker(shard: &Arc<Shard>) -> (Waker, LoomArc<AtomicUsize>, LoomArc<AtomicBool>) {
+        let (wakes, dropped) = (
+            LoomArc::new(AtomicUsize::new(0)),
+            LoomArc::new(AtomicBool::new(false)),
+        );
+        let waker = Waker::from(std::sync::Arc::new(LocksOnDrop {
+            shard: shard.clone(),
+            wakes: wakes.clone(),
+            dropped: dropped.clone(),
+        }));
+        (waker, wakes, dropped)
+    }
+}
+
 impl Wake for LocksOnDrop {
     fn wake(self: std::sync::Arc<Self>) {
         self.wakes.fetch_add(1, Ordering::SeqCst);
@@ -385,15 +401,7 @@ impl Drop for LocksOnDrop {
 fn loom_an_owners_cancel_vs_the_fire_drops_the_waker_unlocked_and_leaves_no_entry() {
     bounded(2, || {
         let (core, shard, _armed, _held) = owned_core();
-        let (wakes, dropped) = (
-            LoomArc::new(AtomicUsize::new(0)),
-            LoomArc::new(AtomicBool::new(false)),
-        );
-        let waker = Waker::from(std::sync::Arc::new(LocksOnDrop {
-            shard: shard.clone(),
-            wakes: wakes.clone(),
-            dropped: dropped.clone(),
-        }));
+        let (waker, wakes, dropped) = LocksOnDrop::waker(&shard);
         let timer = registered(&shard, 5, &waker); // through the log
         drop(waker); // the entry's is the last
         at(&core, 6);
@@ -488,15 +496,7 @@ fn loom_an_orphaned_shard_with_cancels_in_its_log_leaves_no_placeholder_behind()
 fn loom_the_runtime_going_as_the_owner_cancels_through_the_log_leaves_no_entry() {
     bounded(3, || {
         let (core, shard, _armed, _held) = owned_core();
-        let (wakes, dropped) = (
-            LoomArc::new(AtomicUsize::new(0)),
-            LoomArc::new(AtomicBool::new(false)),
-        );
-        let waker = Waker::from(std::sync::Arc::new(LocksOnDrop {
-            shard: shard.clone(),
-            wakes: wakes.clone(),
-            dropped: dropped.clone(),
-        }));
+        let (waker, wakes, dropped) = LocksOnDrop::waker(&shard);
         let timer = registered(&shard, 10, &waker); // through the log
         drop(waker);
         let gone = {
