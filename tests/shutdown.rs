@@ -127,11 +127,14 @@ fn case(flavor: Flavor, which: Which, kind: usize, after: After) {
         if let Flavor::CurrentThreadPaused = flavor {
             tokio::time::advance(Duration::from_secs(3600)).await;
         }
+        // Read before the waiter is made, so that time this thread spends preempted
+        // between the two cannot pass for a waiter done early.
+        let made_at = std::time::Instant::now();
         let (mut waiter, timer) = Waiter::make(kind, which);
         let polled = std::future::poll_fn(|cx| std::task::Poll::Ready(waiter.poll(cx))).await;
         // The interval's first tick is due `WAIT` from now too: nothing completes yet.
         assert!(polled.is_none(), "completed at once");
-        (waiter, timer, std::time::Instant::now())
+        (waiter, timer, made_at)
     });
     drop(rt);
     let finished = match after {
