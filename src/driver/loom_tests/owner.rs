@@ -216,33 +216,41 @@ fn loom_a_manual_advance_wakes_an_insert_a_foreign_lock_drained_as_due() {
 fn loom_the_runtime_going_during_its_turn_leaves_the_fallback_no_insert_to_miss() {
     bounded(3, || {
         let (core, shard, _armed, _held) = owned_core();
-        at(&core, 5);
-        let old_turn = {
-            let core = core.clone();
-            loom::thread::spawn(move || core.alarm_went_off())
-        };
-        let fallback = {
-            let core = core.clone();
-            loom::thread::spawn(move || {
-                core.runtime_gone(None);
-                core.ensure_driver();
-                // The thread is known from here on (`set_thread`, before its first turn).
-                core.thread_unparked.store(false, Ordering::SeqCst);
-                core.turn(core.clock.now_tick(), &mut Scratch::default())
-            })
-        };
-        let timer = registered(&shard, 10, Waker::noop());
-        old_turn.join().unwrap();
-        let mut next = fallback.join().unwrap();
-        while core.thread_unparked.swap(false, Ordering::SeqCst) {
-            next = core.turn(core.clock.now_tick(), &mut Scratch::default());
-        }
-        assert!(
-            next.is_some_and(|tick| tick <= 10),
-            "a timer due at 10, the fallback thread parked until {next:?}"
-        );
-        drop(timer);
+        going_during_a_turn_as_the_owner_registers_at_10(&core, &shard);
     });
+}
+
+/// The overlap of the models around it, from the clock at 5: the old turn (the alarm's)
+/// ∥ `runtime_gone`, the fallback driver and its first turn ∥ the owner registering a timer
+/// due at 10 on `shard` through its log; then the fallback thread turns again while it was
+/// unparked since its last turn began, and must not park past 10.
+fn going_during_a_turn_as_the_owner_registers_at_10(core: &Arc<Core>, shard: &Arc<Shard>) {
+    at(core, 5);
+    let old_turn = {
+        let core = core.clone();
+        loom::thread::spawn(move || core.alarm_went_off())
+    };
+    let fallback = {
+        let core = core.clone();
+        loom::thread::spawn(move || {
+            core.runtime_gone(None);
+            core.ensure_driver();
+            // The thread is known from here on (`set_thread`, before its first turn).
+            core.thread_unparked.store(false, Ordering::SeqCst);
+            core.turn(core.clock.now_tick(), &mut Scratch::default())
+        })
+    };
+    let timer = registered(shard, 10, Waker::noop());
+    old_turn.join().unwrap();
+    let mut next = fallback.join().unwrap();
+    while core.thread_unparked.swap(false, Ordering::SeqCst) {
+        next = core.turn(core.clock.now_tick(), &mut Scratch::default());
+    }
+    assert!(
+        next.is_some_and(|tick| tick <= 10),
+        "a timer due at 10, the fallback thread parked until {next:?}"
+    );
+    drop(timer);
 }
 
 /// The overlap above on two shards: the old turn and the fallback's turn cross between
@@ -256,31 +264,8 @@ fn loom_the_runtime_going_during_a_turn_of_two_shards_leaves_the_fallback_no_ins
         let late = registered(&shards[1], 100, Waker::noop()); // locked: claims shard 1
         core.alarm_went_off();
         assert_eq!(armed.load(Ordering::SeqCst), 3);
-        at(&core, 5);
-        let old_turn = {
-            let core = core.clone();
-            loom::thread::spawn(move || core.alarm_went_off())
-        };
-        let fallback = {
-            let core = core.clone();
-            loom::thread::spawn(move || {
-                core.runtime_gone(None);
-                core.ensure_driver();
-                core.thread_unparked.store(false, Ordering::SeqCst);
-                core.turn(core.clock.now_tick(), &mut Scratch::default())
-            })
-        };
-        let timer = registered(&shards[1], 10, Waker::noop());
-        old_turn.join().unwrap();
-        let mut next = fallback.join().unwrap();
-        while core.thread_unparked.swap(false, Ordering::SeqCst) {
-            next = core.turn(core.clock.now_tick(), &mut Scratch::default());
-        }
-        assert!(
-            next.is_some_and(|tick| tick <= 10),
-            "a timer due at 10, the fallback thread parked until {next:?}"
-        );
-        drop((timer, early, late));
+        going_during_a_turn_as_the_owner_registers_at_10(&core, &shards[1]);
+        drop((early, late));
     });
 }
 
